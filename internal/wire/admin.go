@@ -1,0 +1,114 @@
+package wire
+
+import "time"
+
+// Candidate and node states (SPEC §8).
+const (
+	StatePending          = "pending"           // created, no instance yet
+	StateRented           = "rented"            // instance id known, no public IP yet
+	StateRunning          = "running"           // public IP known: may enroll
+	StateEnrolled         = "enrolled"          // a node
+	StateLost             = "lost"              // no heartbeat for 3 intervals
+	StateEnded            = "ended"             // token dead, heartbeats refused
+	StateDestroyRequested = "destroy_requested" // an external provider must end it
+)
+
+// Health of a node as the head's guest API polls see it.
+const (
+	HealthUnknown   = "unknown"
+	HealthHealthy   = "healthy"
+	HealthUnhealthy = "unhealthy"
+)
+
+// CandidateRequest is the body of POST /v1/candidates.
+type CandidateRequest struct {
+	NodeType   string `json:"node_type"`
+	InstanceID string `json:"instance_id,omitempty"`
+	PublicIP   string `json:"public_ip,omitempty"`
+	HostID     string `json:"host_id,omitempty"`
+}
+
+// CandidatePatch is the body of PATCH /v1/candidates/{id}: fields not yet set.
+type CandidatePatch struct {
+	InstanceID string `json:"instance_id,omitempty"`
+	PublicIP   string `json:"public_ip,omitempty"`
+	HostID     string `json:"host_id,omitempty"`
+}
+
+// CandidateCreated answers POST /v1/candidates with 201. Env holds the
+// RAYVAST_* vars of SPEC §2 for the rental request, join token included.
+type CandidateCreated struct {
+	CandidateID string            `json:"candidate_id"`
+	JoinToken   string            `json:"join_token"` // secret (one-use)
+	Env         map[string]string `json:"env"`
+}
+
+// Candidate is one entry of GET /v1/candidates.
+type Candidate struct {
+	CandidateID string    `json:"candidate_id"`
+	NodeType    string    `json:"node_type"`
+	InstanceID  string    `json:"instance_id,omitempty"`
+	PublicIP    string    `json:"public_ip,omitempty"`
+	HostID      string    `json:"host_id,omitempty"`
+	State       string    `json:"state"`
+	Reason      string    `json:"reason,omitempty"` // why it was ended or must be destroyed
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Node is one entry of GET /v1/nodes.
+type Node struct {
+	InstanceID     string     `json:"instance_id"`
+	CandidateID    string     `json:"candidate_id"`
+	NodeType       string     `json:"node_type"`
+	PublicIP       string     `json:"public_ip"`
+	HostID         string     `json:"host_id,omitempty"`
+	State          string     `json:"state"`
+	Serial         string     `json:"serial"` // hex
+	EnrolledAt     time.Time  `json:"enrolled_at"`
+	LastHeartbeat  *time.Time `json:"last_heartbeat,omitempty"`
+	Seq            int64      `json:"seq"`
+	Ray            RayStatus  `json:"ray"`
+	Health         string     `json:"health"`
+	HealthFailures int        `json:"health_failures"`
+	GuestAPIPort   int        `json:"guest_api_port"`
+}
+
+// Blocklist classes (seed 000: security 30 days, network 1 day).
+const (
+	BlockSecurity = "security"
+	BlockNetwork  = "network"
+)
+
+// BlockEntry is one entry of GET /v1/blocklist.
+type BlockEntry struct {
+	HostID string    `json:"host_id"`
+	Class  string    `json:"class"`
+	Reason string    `json:"reason"`
+	Until  time.Time `json:"until"`
+}
+
+// Config is the head's config file (SPEC §8).
+type Config struct {
+	Cluster   string              `json:"cluster"`
+	Ray       RayHead             `json:"ray"`
+	NodeTypes map[string]NodeType `json:"node_types"`
+	GuestAPI  GuestAPIPolicy      `json:"guest_api"`
+	// Optional knobs beyond the SPEC's names; zero means the default.
+	HeartbeatIntervalS     int `json:"heartbeat_interval_s,omitempty"`     // default 30
+	HealthFailureThreshold int `json:"health_failure_threshold,omitempty"` // default 3
+}
+
+// RayHead names the Ray head the nodes join.
+type RayHead struct {
+	HeadAddress string `json:"head_address"`
+}
+
+// NodeType is one kind of worker and how many of it may join.
+type NodeType struct {
+	GPUs       int                `json:"gpus"`
+	MinWorkers int                `json:"min_workers,omitempty"`
+	MaxWorkers int                `json:"max_workers"`
+	Resources  map[string]float64 `json:"resources"`
+	Labels     map[string]string  `json:"labels"`
+}

@@ -1,0 +1,49 @@
+// Package wire holds every JSON shape that crosses a process boundary in
+// rayvast, once: the enrollment request and bundle (SPEC §6), heartbeats and
+// reports on port B (§7), the head's config file and admin API (§8), and the
+// guest API's app and sys-config files (§9). Head, agent and tools import it;
+// it imports nothing of theirs.
+//
+// Protocol history (Version):
+//
+//	1: first version: enroll, heartbeat, report, admin API v1.
+//
+// Fields that carry secrets are plain strings here because this is the wire.
+// Types holding them redact themselves in %v and slog (see redact.go); code
+// that keeps a secret after decoding converts it to secret.String at once.
+package wire
+
+// Version is the single protocol version spoken by head and agent.
+const Version = 1
+
+// Environment variable names of the rental request (SPEC §2).
+const (
+	EnvHead            = "RAYVAST_HEAD"
+	EnvPortA           = "RAYVAST_PORT_A"
+	EnvPortB           = "RAYVAST_PORT_B"
+	EnvBootstrapSHA256 = "RAYVAST_BOOTSTRAP_SHA256"
+	EnvCASHA256        = "RAYVAST_CA_SHA256"
+	EnvJoinToken       = "RAYVAST_JOIN_TOKEN"
+	EnvInstanceID      = "RAYVAST_INSTANCE_ID"
+	EnvPublicIP        = "RAYVAST_PUBLIC_IP"
+	EnvPorts           = "RAYVAST_PORTS"
+	EnvEgressResolvers = "RAYVAST_EGRESS_RESOLVERS"
+	EnvPublicLogs      = "RAYVAST_PUBLIC_LOGS"
+	EnvPublicSysinfo   = "RAYVAST_PUBLIC_SYSINFO"
+	EnvPublicTCBInfo   = "RAYVAST_PUBLIC_TCBINFO"
+	EnvPython          = "RAYVAST_PYTHON"
+	EnvState           = "RAYVAST_STATE"
+
+	// Set by vast itself; the RAYVAST_ names above win over these.
+	EnvVastContainerID = "CONTAINER_ID"
+	EnvVastPublicIP    = "PUBLIC_IPADDR"
+	EnvVastPortPrefix  = "VAST_TCP_PORT_" // + 70000 … 70063
+	EnvVastGPUCount    = "GPU_COUNT"
+	EnvVastAPIKey      = "CONTAINER_API_KEY" // a secret
+)
+
+// PortCount is how many ports a candidate opens (vast's 70000…70063).
+const PortCount = 64
+
+// VastPortBase is the first of vast's 64 requested port numbers.
+const VastPortBase = 70000
