@@ -1,0 +1,66 @@
+// Package provider is the seam between the head and whatever rents
+// containers: the local Docker Engine, vast.ai, or nothing (an external
+// provider drives the admin API instead). The head's driver calls Rent when a
+// candidate is created, polls Get until the rental has a public IP, and calls
+// Destroy when the candidate ends.
+package provider
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// ErrGone means the instance no longer exists at the provider.
+var ErrGone = errors.New("instance gone")
+
+// RentRequest is one rental. Env and Command go into the rental as they are
+// and are public on vast: nothing secret but the one-use join token.
+type RentRequest struct {
+	CandidateID string
+	NodeType    string
+	GPUs        int
+	Env         map[string]string // the RAYVAST_* vars of SPEC §2
+	Command     string            // bootloader.sh's text
+	// Unsafe keeps NET_RAW in the container: only `head demo` sets it, to show
+	// a refusal. Providers that cannot honour it ignore it.
+	Unsafe bool
+}
+
+// Rental is what the provider knows of one instance.
+type Rental struct {
+	CandidateID string
+	InstanceID  string
+	HostID      string // the machine, for the blocklist
+	PublicIP    string // empty until the instance runs
+	Running     bool
+}
+
+// Provider rents and ends instances.
+type Provider interface {
+	Name() string
+	// Rent asks for an instance and returns as soon as the provider has
+	// accepted it (InstanceID set; PublicIP maybe not yet).
+	Rent(ctx context.Context, req RentRequest) (Rental, error)
+	// Get returns the instance's current state, or ErrGone.
+	Get(ctx context.Context, instanceID string) (Rental, error)
+	// Destroy ends the instance. An instance already gone is not an error.
+	Destroy(ctx context.Context, instanceID string) error
+	// List returns every instance this cluster rented (found by label), so a
+	// restarted head can find its rentals.
+	List(ctx context.Context) ([]Rental, error)
+	// Close releases what the provider itself created (a Docker network, a
+	// DNS responder); it does not destroy instances.
+	Close() error
+}
+
+// Options are what every provider is built from.
+type Options struct {
+	Cluster  string // labels rentals, so List finds only ours
+	StateDir string // the head's state dir, for a provider's own files
+	HeadIP   string // the head's IP as the rentals reach it
+	Log      *slog.Logger
+}
+
+// Factory builds a provider.
+type Factory func(Options) (Provider, error)
