@@ -7,11 +7,13 @@ export CGO_ENABLED=0
 # Reproducible: no paths, no build id, no VCS stamp; two builds give the same bytes.
 flags=(-trimpath -buildvcs=false -ldflags='-s -w -buildid=')
 
+out=${BIN:-bin} # BIN=dir builds elsewhere (the reproducibility test builds twice)
+
 build() {
-	mkdir -p bin
-	go build "${flags[@]}" -o bin/head ./head
-	go build "${flags[@]}" -o bin/agent ./agent
-	echo "agent sha256: $(sha256sum bin/agent | cut -d' ' -f1)"
+	mkdir -p "$out"
+	go build "${flags[@]}" -o "$out/head" ./head
+	go build "${flags[@]}" -o "$out/agent" ./agent
+	echo "agent sha256: $(sha256sum "$out/agent" | cut -d' ' -f1)"
 }
 
 case "${1:-build}" in
