@@ -1,0 +1,59 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `{"cluster":"c","ray":{"head_address":"198.51.100.1:6379"},
+ "node_types":{"gpu1":{"gpus":1,"max_workers":2,"resources":{"a100":1},"labels":{"zone":"x"}}},
+ "guest_api":{"anonymous_scopes":["guest:health","guest:version"],
+  "external_issuers":[{"name":"ops","public_keys":["` + key + `"]}]}}`
+
+const key = "2f8d000000000000000000000000000000000000000000000000000000000001"
+
+func TestParseGood(t *testing.T) {
+	c, err := Parse(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HeartbeatInterval != 30*time.Second || c.HealthFailureThreshold != 3 {
+		t.Errorf("defaults: interval %v threshold %d", c.HeartbeatInterval, c.HealthFailureThreshold)
+	}
+	c, err = Parse(strings.NewReader(strings.Replace(good, `"cluster":"c"`, `"cluster":"c","heartbeat_interval_s":2`, 1)))
+	if err != nil || c.HeartbeatInterval != 2*time.Second {
+		t.Errorf("heartbeat_interval_s 2: %v %v", c, err)
+	}
+}
+
+// TestParseRefuses proves each kind of bad config is refused with a reason
+// naming the bad field.
+func TestParseRefuses(t *testing.T) {
+	for _, c := range []struct{ name, from, to, want string }{
+		{"unknown scope", `"guest:health"`, `"guest:everything"`, "unknown scope"},
+		{"short key", key, "abcd", "public_keys"},
+		{"non-hex key", key, strings.Repeat("zz", 32), "public_keys"},
+		{"unknown field", `"cluster":"c"`, `"cluster":"c","x":1`, "unknown field"},
+		{"wrong type", `"gpus":1`, `"gpus":"1"`, "gpus"},
+		{"bad head address", `198.51.100.1:6379`, `198.51.100.1`, "head_address"},
+		{"negative gpus", `"gpus":1`, `"gpus":-1`, "gpus"},
+		{"no node types", `"node_types":{"gpu1"`, `"node_types":{},"x":{"gpu1"`, "unknown field"},
+		{"issuer no name", `"name":"ops"`, `"name":""`, "name"},
+		{"trailing", `"]}]}}`, `"]}]}}{}`, "trailing"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := strings.Replace(good, c.from, c.to, 1)
+			if src == good {
+				t.Fatalf("test did not change the config")
+			}
+			_, err := Parse(strings.NewReader(src))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+	if _, err := Parse(strings.NewReader(`{"ray":{"head_address":"1.2.3.4:1"},"node_types":{}}`)); err == nil {
+		t.Error("empty node_types accepted")
+	}
+}
