@@ -218,8 +218,12 @@ func TestRetryNetworkErrorAndGiveUp(t *testing.T) {
 	now := time.Unix(0, 0)
 	var slept []time.Duration
 	cfg := Config{
-		Now:        func() time.Time { return now },
-		Sleep:      func(ctx context.Context, d time.Duration) error { slept = append(slept, d); now = now.Add(d); return nil },
+		Now: func() time.Time { return now },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			slept = append(slept, d)
+			now = now.Add(d)
+			return nil
+		},
 		MaxElapsed: 2 * time.Minute,
 	}
 	cfg.Backoff.Rand = func() float64 { return 0.5 }
