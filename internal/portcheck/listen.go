@@ -1,0 +1,191 @@
+package portcheck
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/secret"
+)
+
+const (
+	// connDeadline bounds one connection: the head sends its challenge at
+	// once, so anything slower is not the head.
+	connDeadline = 5 * time.Second
+	// maxChallengeRead is how much of a connection the agent reads at most.
+	maxChallengeRead = 100
+	// maxConnsPerPort caps handlers per listener; more are closed unanswered
+	// so a flood costs at most 64*8 sockets (the head uses one per port).
+	maxConnsPerPort = 8
+)
+
+// Listeners answers the head's port check on each of the agent's ports.
+type Listeners struct {
+	key  secret.Bytes
+	log  *slog.Logger
+	lns  []net.Listener
+	wg   sync.WaitGroup
+	once sync.Once
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// Listen opens one TCP listener per port on host ("" = all addresses) and
+// answers challenges until Close. If any port cannot be bound, the ones
+// already open are closed and the error names the port.
+func Listen(host string, ports []int, portKey []byte, log *slog.Logger) (*Listeners, error) {
+	if len(portKey) == 0 {
+		return nil, errors.New("portcheck listen: empty port key")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Listeners{
+		key:   secret.NewBytes(bytes.Clone(portKey)),
+		log:   log,
+		conns: make(map[net.Conn]struct{}),
+	}
+	for _, p := range ports {
+		if p < 1 || p > 65535 {
+			l.closeListeners()
+			return nil, fmt.Errorf("portcheck listen port %d: out of range", p)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err != nil {
+			l.closeListeners()
+			return nil, fmt.Errorf("portcheck listen port %d: %w", p, err)
+		}
+		l.lns = append(l.lns, ln)
+	}
+	for i, ln := range l.lns {
+		l.wg.Go(func() { l.serve(ln, ports[i]) })
+	}
+	return l, nil
+}
+
+// Close stops every listener, drops connections in progress and waits for
+// all handlers to return. It is safe to call more than once.
+func (l *Listeners) Close() error {
+	var err error
+	l.once.Do(func() {
+		err = l.closeListeners()
+		l.mu.Lock()
+		l.closed = true
+		for c := range l.conns {
+			c.Close()
+		}
+		l.mu.Unlock()
+	})
+	l.wg.Wait()
+	return err
+}
+
+func (l *Listeners) closeListeners() error {
+	var errs []error
+	for _, ln := range l.lns {
+		if err := ln.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// serve accepts on one port until its listener is closed.
+func (l *Listeners) serve(ln net.Listener, port int) {
+	slots := make(chan struct{}, maxConnsPerPort)
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait instead of spinning.
+			l.log.Warn("portcheck accept", "port", port, "err", err)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		select {
+		case slots <- struct{}{}:
+		default:
+			c.Close() // flooded: this one gets no answer
+			continue
+		}
+		if !l.track(c) {
+			c.Close()
+			<-slots
+			return
+		}
+		l.wg.Go(func() {
+			defer func() { l.untrack(c); c.Close(); <-slots }()
+			l.answer(c, port)
+		})
+	}
+}
+
+// track records c so Close can drop it; false once Close has begun.
+func (l *Listeners) track(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+func (l *Listeners) untrack(c net.Conn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+// answer reads one challenge from c and writes the HMAC for this listener's
+// own port. Anything but an exact challenge is closed unanswered.
+func (l *Listeners) answer(c net.Conn, port int) {
+	if err := c.SetDeadline(time.Now().Add(connDeadline)); err != nil {
+		return
+	}
+	line, err := readLine(c, maxChallengeRead)
+	if err != nil {
+		l.log.Debug("portcheck bad challenge", "port", port, "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	nonce, ok := parseChallenge(line)
+	if !ok {
+		l.log.Debug("portcheck bad challenge", "port", port, "remote", c.RemoteAddr().String())
+		return
+	}
+	if _, err := io.WriteString(c, Response(l.key.Reveal(), nonce, port)+"\n"); err != nil {
+		l.log.Debug("portcheck reply", "port", port, "err", err)
+	}
+}
+
+// readLine reads from r up to and including the first newline, at most max
+// bytes. Bytes after the newline in the same read are kept, so the caller's
+// exact-match parse refuses them.
+func readLine(r io.Reader, max int) ([]byte, error) {
+	buf := make([]byte, max)
+	n := 0
+	for n < max {
+		m, err := r.Read(buf[n:])
+		n += m
+		if bytes.IndexByte(buf[:n], '\n') >= 0 {
+			return buf[:n], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("line too long")
+}
