@@ -1,0 +1,17 @@
+package supervise
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// becomeSubreaper makes orphaned descendants re-parent to us instead of to
+// PID 1, so that when the agent is not PID 1 (docker --init, tests) Ray's
+// double-forked workers are still ours to reap and to find.
+func becomeSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_CHILD_SUBREAPER: %w", err)
+	}
+	return nil
+}
