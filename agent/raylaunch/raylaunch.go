@@ -1,0 +1,143 @@
+// Package raylaunch builds Ray's command line and environment exactly as
+// SPEC §9 says. It is a pure function of its inputs, so every rule about
+// what reaches Ray (and what never does) is table-tested.
+package raylaunch
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Params is everything Ray's start depends on.
+type Params struct {
+	Python string         // $RAYVAST_PYTHON
+	Ray    wire.RayParams // from the enroll answer
+	// Files of the written bundle.
+	NodeCert, NodeKey, CACert, ClusterTokenPath string
+	ShimDir                                     string // "" = no shim
+	// Env is the agent's environment (os.Environ()), Secrets every secret
+	// value the agent knows: no variable carrying one reaches Ray.
+	Env     []string
+	Secrets []string
+}
+
+// Command returns Ray's argv (argv[0] is the Python) and environment.
+func Command(p Params) (argv, env []string) {
+	r := p.Ray
+	resources, labels := "{}", "{}"
+	if len(r.Resources) > 0 {
+		resources = mustJSON(r.Resources)
+	}
+	if len(r.Labels) > 0 {
+		labels = mustJSON(r.Labels)
+	}
+	workers := make([]string, len(r.WorkerPorts))
+	for i, w := range r.WorkerPorts {
+		workers[i] = strconv.Itoa(w)
+	}
+	argv = []string{p.Python, "-m", "ray.scripts.scripts", "start", "--block",
+		"--address=" + r.HeadAddress,
+		"--node-ip-address=" + r.NodeIPAddress,
+		fmt.Sprintf("--node-manager-port=%d", r.NodeManagerPort),
+		fmt.Sprintf("--object-manager-port=%d", r.ObjectManagerPort),
+		fmt.Sprintf("--runtime-env-agent-port=%d", r.RuntimeEnvAgentPort),
+		fmt.Sprintf("--dashboard-agent-grpc-port=%d", r.DashboardAgentGRPCPort),
+		fmt.Sprintf("--dashboard-agent-listen-port=%d", r.DashboardAgentListenPort),
+		fmt.Sprintf("--metrics-export-port=%d", r.MetricsExportPort),
+		"--worker-port-list=" + strings.Join(workers, ","),
+		fmt.Sprintf("--num-gpus=%d", r.NumGPUs),
+		"--resources=" + resources,
+		"--labels=" + labels,
+	}
+	return argv, Env(p)
+}
+
+// Env is Ray's environment: the agent's, minus what Dropped names, plus
+// TLS and token settings, with the shim dir first on PYTHONPATH.
+func Env(p Params) []string {
+	var env []string
+	pythonPath := ""
+	for _, kv := range p.Env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || Dropped(name) || holdsSecret(value, p.Secrets) {
+			continue
+		}
+		if name == "PYTHONPATH" {
+			pythonPath = value
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env,
+		"RAY_USE_TLS=1",
+		"RAY_TLS_SERVER_CERT="+p.NodeCert,
+		"RAY_TLS_SERVER_KEY="+p.NodeKey,
+		"RAY_TLS_CA_CERT="+p.CACert,
+		"RAY_AUTH_MODE=token",
+		"RAY_AUTH_TOKEN_PATH="+p.ClusterTokenPath,
+	)
+	switch {
+	case p.ShimDir != "" && pythonPath != "":
+		env = append(env, "PYTHONPATH="+p.ShimDir+":"+pythonPath)
+	case p.ShimDir != "":
+		env = append(env, "PYTHONPATH="+p.ShimDir)
+	case pythonPath != "":
+		env = append(env, "PYTHONPATH="+pythonPath)
+	}
+	return env
+}
+
+// vastSecrets are variables vast sets that grant access to the account or
+// the instance; Ray needs none of them.
+var vastSecrets = map[string]bool{
+	wire.EnvVastAPIKey:  true, // CONTAINER_API_KEY
+	"VAST_API_KEY":      true,
+	"OPEN_BUTTON_TOKEN": true, // vast's instance portal login
+	"JUPYTER_TOKEN":     true, // vast's Jupyter launch mode
+	"JUPYTER_PASSWORD":  true,
+}
+
+// ours are set by Command itself; an inherited value must not override or
+// shadow them (RAY_AUTH_TOKEN would put a token in the env).
+var ours = map[string]bool{
+	"RAY_USE_TLS": true, "RAY_TLS_SERVER_CERT": true, "RAY_TLS_SERVER_KEY": true,
+	"RAY_TLS_CA_CERT": true, "RAY_AUTH_MODE": true, "RAY_AUTH_TOKEN_PATH": true, "RAY_AUTH_TOKEN": true,
+}
+
+// Dropped reports whether a variable never reaches Ray by its name alone.
+func Dropped(name string) bool {
+	if strings.HasPrefix(name, "RAYVAST_") || vastSecrets[name] || ours[name] {
+		return true
+	}
+	if strings.HasPrefix(name, "VAST_") {
+		for _, s := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD"} {
+			if strings.Contains(name, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// holdsSecret is true when value equals or contains a secret (a token
+// pasted into "Bearer …" is still the token). Empty secrets match nothing.
+func holdsSecret(value string, secrets []string) bool {
+	for _, s := range secrets {
+		if s != "" && strings.Contains(value, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v) // maps marshal with sorted keys: stable argv
+	if err != nil {
+		panic(err) // map[string]float64/string cannot fail, except NaN/Inf
+	}
+	return string(b)
+}
