@@ -1,0 +1,102 @@
+// Package hostcheck runs the agent's host checks before enrollment (SPEC §5):
+// capabilities, network namespace, /dev/shm, egress IP, and the GPU count.
+// Each check is one small file; every host path is built from Config.Root so
+// tests run the checks against fake /proc, /dev and /sys trees.
+package hostcheck
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// DefaultTimeout bounds each egress DNS query when Config.Timeout is zero.
+const DefaultTimeout = 3 * time.Second
+
+// Config says where and how to check.
+type Config struct {
+	// Root is the host root the paths are built from; "" means "/". With a
+	// root other than "/" only files under it are read: no live syscalls
+	// about the calling process (capget, netns handles).
+	Root string
+	// PublicIP is the IP vast (or RAYVAST_PUBLIC_IP) says the container has.
+	PublicIP string
+	// Resolvers are asked "who am I". Empty fails the egress check: the
+	// caller passes DefaultResolvers explicitly in production, so a test can
+	// never reach the public resolvers by accident.
+	Resolvers []Resolver
+	// Timeout bounds each DNS query; zero means DefaultTimeout.
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Root == "" {
+		c.Root = "/"
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// live reports whether the checks look at the calling process itself, so the
+// syscall-based second sources (capget, netns handles) apply.
+func (c Config) live() bool { return filepath.Clean(c.Root) == "/" }
+
+// path joins the root and a host path like "/proc/self/status".
+func (c Config) path(p string) string { return filepath.Join(c.Root, p) }
+
+// probes is the name→check table Run walks, in report order.
+var probes = []struct {
+	name string
+	run  func(ctx context.Context, cfg Config, r *wire.CheckReport)
+}{
+	{"capabilities", func(_ context.Context, cfg Config, r *wire.CheckReport) {
+		r.Checks.Capabilities = checkCapabilities(cfg)
+	}},
+	{"netns", func(_ context.Context, cfg Config, r *wire.CheckReport) { r.Checks.Netns = checkNetns(cfg) }},
+	{"shm", func(_ context.Context, cfg Config, r *wire.CheckReport) { r.Checks.Shm = checkShm(cfg) }},
+	{"egress", func(ctx context.Context, cfg Config, r *wire.CheckReport) { r.Checks.Egress = checkEgress(ctx, cfg) }},
+	{"gpus", func(_ context.Context, cfg Config, r *wire.CheckReport) { r.GPUs = countGPUs(cfg) }},
+}
+
+// Run runs every check and returns the report `agent check` prints and
+// POST /enroll carries. It never fails as a whole: a check that cannot
+// look fails itself with a detail saying why.
+func Run(ctx context.Context, cfg Config) wire.CheckReport {
+	cfg = cfg.withDefaults()
+	var r wire.CheckReport
+	for _, p := range probes {
+		p.run(ctx, cfg, &r)
+	}
+	c := r.Checks
+	cfg.Log.Info("host checks",
+		"capabilities", c.Capabilities.OK, "netns", c.Netns.OK, "shm", c.Shm.OK,
+		"egress", c.Egress.OK, "egress_ip", c.Egress.IP, "gpus", r.GPUs)
+	for _, ch := range []struct {
+		name string
+		wire.Check
+	}{{"capabilities", c.Capabilities}, {"netns", c.Netns}, {"shm", c.Shm}, {"egress", wire.Check{OK: c.Egress.OK, Detail: c.Egress.Detail}}} {
+		if !ch.OK {
+			cfg.Log.Warn("host check failed", "check", ch.name, "detail", ch.Detail)
+		}
+	}
+	return r
+}
+
+// AllOK reports whether every judged check of r passed (the GPU count is
+// judged by the head, not here). `agent check` exits 0 exactly when true.
+func AllOK(r wire.CheckReport) bool {
+	c := r.Checks
+	return c.Capabilities.OK && c.Netns.OK && c.Shm.OK && c.Egress.OK
+}
+
+func pass(detail string) wire.Check { return wire.Check{OK: true, Detail: detail} }
+func fail(detail string) wire.Check { return wire.Check{OK: false, Detail: detail} }
