@@ -1,0 +1,348 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/dockerengine"
+)
+
+// Image repositories. Tags are hashes of the inputs, so an image is built
+// once per machine and rebuilt only when what goes into it changes.
+const (
+	BaseRepo      = "rayvast-base"      // Debian minbase + python3
+	CandidateRepo = "rayvast-candidate" // base + the stand-in ray package
+)
+
+// Where the stand-in ray package goes in the image, and the .pth file that
+// puts it on every Python's sys.path (so `python3 -c 'import ray'` works
+// with no PYTHONPATH in the rental env).
+const (
+	fakerayDir  = "/opt/fakeray"
+	fakerayPth  = "/usr/lib/python3/dist-packages/rayvast-fakeray.pth"
+	imageRecipe = "rayvast image recipe 1" // bump when the build steps change
+)
+
+// ImageConfig says how to build the candidate image.
+type ImageConfig struct {
+	Engine *dockerengine.Client
+	// FakerayDir is the stand-in ray package directory (the repo's
+	// test/fakeray; it holds ray/). Empty: FindFakeray.
+	FakerayDir string
+	// Suite and Mirror are debootstrap's (default bookworm, deb.debian.org).
+	Suite, Mirror string
+	// Env is extra KEY=value baked into the image config (tests use it for
+	// FAKERAY_* knobs); part of the tag's hash.
+	Env []string
+	// Debootstrap is the debootstrap binary (default "debootstrap" on PATH).
+	Debootstrap string
+	Log         *slog.Logger
+}
+
+func (c *ImageConfig) defaults() error {
+	if c.Engine == nil {
+		c.Engine = dockerengine.New("")
+	}
+	if c.Suite == "" {
+		c.Suite = "bookworm"
+	}
+	if c.Mirror == "" {
+		c.Mirror = "http://deb.debian.org/debian"
+	}
+	if c.Debootstrap == "" {
+		c.Debootstrap = "debootstrap"
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.FakerayDir == "" {
+		d, err := FindFakeray()
+		if err != nil {
+			return err
+		}
+		c.FakerayDir = d
+	}
+	return nil
+}
+
+// FindFakeray finds the stand-in ray package: ./test/fakeray (a user in the
+// repo root), then next to the running binary (bin/../test/fakeray).
+func FindFakeray() (string, error) {
+	var tried []string
+	cands := []string{"test/fakeray"}
+	if exe, err := os.Executable(); err == nil {
+		cands = append(cands, filepath.Join(filepath.Dir(exe), "..", "test", "fakeray"))
+	}
+	for _, d := range cands {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		tried = append(tried, abs)
+		if st, err := os.Stat(filepath.Join(abs, "ray", "__init__.py")); err == nil && st.Mode().IsRegular() {
+			return abs, nil
+		}
+	}
+	return "", fmt.Errorf("find fakeray: no ray/__init__.py under %s (run from the repo root)", strings.Join(tried, " or "))
+}
+
+// BuildImage returns the candidate image's name (repo:tag), building what is
+// missing: the base image (debootstrap, slow, once per machine) and the
+// candidate image (base + fakeray, seconds).
+func BuildImage(ctx context.Context, cfg ImageConfig) (string, error) {
+	if err := cfg.defaults(); err != nil {
+		return "", err
+	}
+	base := BaseRepo + ":" + baseTag(cfg.Suite, cfg.Mirror)
+	if _, err := cfg.Engine.InspectImage(ctx, base); errors.Is(err, dockerengine.ErrNotFound) {
+		if err := buildBase(ctx, cfg, base); err != nil {
+			return "", err
+		}
+	} else if err != nil {
+		return "", err
+	}
+	files, err := readTree(cfg.FakerayDir)
+	if err != nil {
+		return "", err
+	}
+	tag := candidateTag(base, files, cfg.Env)
+	name := CandidateRepo + ":" + tag
+	if _, err := cfg.Engine.InspectImage(ctx, name); err == nil {
+		return name, nil
+	} else if !errors.Is(err, dockerengine.ErrNotFound) {
+		return "", err
+	}
+	if err := buildCandidate(ctx, cfg, base, tag, files); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// baseTag hashes debootstrap's inputs.
+func baseTag(suite, mirror string) string {
+	h := sha256.Sum256([]byte(imageRecipe + "\x00debootstrap --variant=minbase --include=python3\x00" + suite + "\x00" + mirror))
+	return hex.EncodeToString(h[:6])
+}
+
+// candidateTag hashes the base, every fakeray file (path and bytes) and the
+// extra env.
+func candidateTag(base string, files []treeFile, env []string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", imageRecipe, base)
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00", f.rel, f.mode, len(f.data))
+		h.Write(f.data)
+	}
+	for _, e := range env {
+		fmt.Fprintf(h, "env\x00%s\x00", e)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+type treeFile struct {
+	rel  string // slash path under the tree
+	mode fs.FileMode
+	data []byte
+}
+
+// readTree reads the regular files of dir (sorted; caches and hidden files
+// left out, so a test run that wrote __pycache__ does not change the tag).
+func readTree(dir string) ([]treeFile, error) {
+	var files []treeFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if p != dir && (strings.HasPrefix(name, ".") || name == "__pycache__") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files = append(files, treeFile{rel: filepath.ToSlash(rel), mode: 0o644, data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read fakeray %s: %w", dir, err)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
+	return files, nil
+}
+
+// buildBase debootstraps a minimal Debian with python3, trims it and imports
+// it as the base image.
+func buildBase(ctx context.Context, cfg ImageConfig, name string) error {
+	start := time.Now()
+	if _, err := exec.LookPath(cfg.Debootstrap); err != nil {
+		return fmt.Errorf("build base image: %w (install it: apt-get install debootstrap)", err)
+	}
+	tmp, err := os.MkdirTemp("", "rayvast-rootfs-")
+	if err != nil {
+		return fmt.Errorf("build base image: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	root := filepath.Join(tmp, "rootfs")
+	cfg.Log.Info("building base image (debootstrap, about a minute, once per machine)", "image", name, "suite", cfg.Suite, "mirror", cfg.Mirror)
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, cfg.Debootstrap, "--variant=minbase", "--include=python3", cfg.Suite, root, cfg.Mirror)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build base image: debootstrap: %w\n%s", err, tail(out.String(), 2000))
+	}
+	// What a container never needs: package caches and lists, docs, locales.
+	for _, p := range []string{"var/cache/apt", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info"} {
+		if err := clearDir(filepath.Join(root, p)); err != nil {
+			return fmt.Errorf("build base image: trim: %w", err)
+		}
+	}
+	// GNU tar keeps hard links, devices and owners exactly; /dev, /proc
+	// and /sys contents are the runtime's business.
+	tarCmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "-C", root,
+		"--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*", "-cf", "-", ".")
+	stream, err := tarCmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("build base image: %w", err)
+	}
+	var tarErr bytes.Buffer
+	tarCmd.Stderr = &tarErr
+	if err := tarCmd.Start(); err != nil {
+		return fmt.Errorf("build base image: tar: %w", err)
+	}
+	repo, tag, _ := strings.Cut(name, ":")
+	impErr := cfg.Engine.ImportImage(ctx, stream, repo, tag, []string{
+		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		`CMD ["/bin/sh"]`,
+		"LABEL rayvast.image=base",
+	})
+	_, _ = io.Copy(io.Discard, stream)
+	if err := tarCmd.Wait(); err != nil {
+		return fmt.Errorf("build base image: tar: %w: %s", err, tarErr.String())
+	}
+	if impErr != nil {
+		return fmt.Errorf("build base image: %w", impErr)
+	}
+	cfg.Log.Info("base image built", "image", name, "took", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// buildCandidate copies fakeray into a container of the base image and
+// commits it.
+func buildCandidate(ctx context.Context, cfg ImageConfig, base, tag string, files []treeFile) error {
+	name := CandidateRepo + ":" + tag
+	id, err := cfg.Engine.CreateContainer(ctx, "", dockerengine.ContainerConfig{
+		Image: base, Cmd: []string{"/bin/true"},
+		Labels:     map[string]string{"rayvast.image": "build"},
+		HostConfig: dockerengine.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		return fmt.Errorf("build candidate image: %w", err)
+	}
+	defer func() { _ = cfg.Engine.RemoveContainer(context.WithoutCancel(ctx), id, true) }()
+	arch, err := fakerayTar(files)
+	if err != nil {
+		return fmt.Errorf("build candidate image: %w", err)
+	}
+	if err := cfg.Engine.PutArchive(ctx, id, "/", bytes.NewReader(arch)); err != nil {
+		return fmt.Errorf("build candidate image: %w", err)
+	}
+	changes := []string{"LABEL rayvast.image=candidate", "LABEL rayvast.image.base=" + base}
+	for _, e := range cfg.Env {
+		changes = append(changes, "ENV "+e)
+	}
+	if _, err := cfg.Engine.Commit(ctx, id, CandidateRepo, tag, changes); err != nil {
+		return fmt.Errorf("build candidate image: %w", err)
+	}
+	cfg.Log.Info("candidate image built", "image", name, "fakeray", cfg.FakerayDir)
+	return nil
+}
+
+// fakerayTar lays out /opt/fakeray/… and the .pth file as a tar for "/".
+func fakerayTar(files []treeFile) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	mtime := time.Unix(0, 0)
+	dirs := map[string]bool{}
+	addDir := func(d string) error {
+		var parts []string
+		for _, p := range strings.Split(strings.Trim(d, "/"), "/") {
+			parts = append(parts, p)
+			dd := strings.Join(parts, "/") + "/"
+			if dirs[dd] {
+				continue
+			}
+			dirs[dd] = true
+			if err := tw.WriteHeader(&tar.Header{Name: dd, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: mtime}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	addFile := func(p string, data []byte) error {
+		if err := addDir(filepath.ToSlash(filepath.Dir(p))); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(p, "/"), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: mtime}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	for _, f := range files {
+		if err := addFile(fakerayDir+"/"+f.rel, f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := addFile(fakerayPth, []byte(fakerayDir+"\n")); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func clearDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

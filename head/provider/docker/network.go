@@ -1,0 +1,153 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/rayvast/rayvast/internal/dockerengine"
+)
+
+// Labels on everything the provider creates.
+const (
+	LabelCluster   = "rayvast.cluster"
+	LabelCandidate = "rayvast.candidate"
+	LabelNodeType  = "rayvast.node_type"
+	LabelPublicIP  = "rayvast.public_ip"
+	LabelHostID    = "rayvast.host_id"
+	LabelUnsafe    = "rayvast.unsafe"
+)
+
+// Network is the cluster's bridge network.
+type Network struct {
+	ID      string
+	Name    string
+	Subnet  netip.Prefix
+	Gateway netip.Addr // the head listens here
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// NetworkName is the cluster's network name.
+func NetworkName(cluster string) string {
+	return "rayvast-" + nameSafe(cluster)
+}
+
+func nameSafe(s string) string {
+	s = unsafeName.ReplaceAllString(s, "-")
+	s = strings.Trim(s, "-.")
+	if s == "" {
+		s = "default"
+	}
+	return s
+}
+
+// EnsureNetwork returns the cluster's network, creating it if needed. It is
+// a bridge with an explicit subnet (Docker gives fixed container addresses
+// only on such networks). The subnet is one Docker itself picks as free: a
+// probe network is created without one, read, removed, and the real network
+// is created with that subnet. created reports whether this call made it.
+func EnsureNetwork(ctx context.Context, eng *dockerengine.Client, cluster string) (n Network, created bool, err error) {
+	name := NetworkName(cluster)
+	info, err := eng.InspectNetwork(ctx, name)
+	if err == nil {
+		if info.Labels[LabelCluster] != cluster {
+			return n, false, fmt.Errorf("network %s exists but is not cluster %q's (label %s=%q)", name, cluster, LabelCluster, info.Labels[LabelCluster])
+		}
+		n, err = networkFrom(info)
+		return n, false, err
+	}
+	if !errors.Is(err, dockerengine.ErrNotFound) {
+		return n, false, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		subnet, gw, err := probeSubnet(ctx, eng, name+"-probe", cluster)
+		if err != nil {
+			return n, false, err
+		}
+		_, err = eng.CreateNetwork(ctx, dockerengine.NetworkConfig{
+			Name: name, CheckDuplicate: true,
+			IPAM:   &dockerengine.IPAM{Config: []dockerengine.IPAMConfig{{Subnet: subnet, Gateway: gw}}},
+			Labels: map[string]string{LabelCluster: cluster},
+		})
+		if err == nil {
+			info, err := eng.InspectNetwork(ctx, name)
+			if err != nil {
+				return n, true, err
+			}
+			n, err = networkFrom(info)
+			return n, true, err
+		}
+		lastErr = err // another network took the subnet meanwhile: probe again
+	}
+	return n, false, fmt.Errorf("create network %s: %w", name, lastErr)
+}
+
+// probeSubnet lets Docker pick a free subnet for a throwaway network.
+func probeSubnet(ctx context.Context, eng *dockerengine.Client, name, cluster string) (subnet, gw string, err error) {
+	_ = eng.RemoveNetwork(ctx, name) // a leftover of a crashed run
+	id, err := eng.CreateNetwork(ctx, dockerengine.NetworkConfig{Name: name, CheckDuplicate: true, Labels: map[string]string{LabelCluster: cluster}})
+	if err != nil {
+		return "", "", fmt.Errorf("probe subnet: %w", err)
+	}
+	info, err := eng.InspectNetwork(ctx, id)
+	if rmErr := eng.RemoveNetwork(ctx, id); err == nil && rmErr != nil {
+		err = rmErr
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("probe subnet: %w", err)
+	}
+	if len(info.IPAM.Config) == 0 || info.IPAM.Config[0].Subnet == "" {
+		return "", "", fmt.Errorf("probe subnet: Docker gave network %s no subnet", name)
+	}
+	return info.IPAM.Config[0].Subnet, info.IPAM.Config[0].Gateway, nil
+}
+
+func networkFrom(info dockerengine.NetworkInfo) (Network, error) {
+	n := Network{ID: info.ID, Name: info.Name}
+	for _, c := range info.IPAM.Config {
+		p, err := netip.ParsePrefix(c.Subnet)
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		n.Subnet = p.Masked()
+		if gw, err := netip.ParseAddr(c.Gateway); err == nil {
+			n.Gateway = gw
+		} else {
+			n.Gateway = n.Subnet.Addr().Next()
+		}
+		return n, nil
+	}
+	return n, fmt.Errorf("network %s has no IPv4 subnet of its own", info.Name)
+}
+
+// Cleanup removes every container and network labelled with a cluster that
+// match selects (nil: every rayvast cluster). It keeps going past errors and
+// returns the first.
+func Cleanup(ctx context.Context, eng *dockerengine.Client, match func(cluster string) bool) error {
+	var first error
+	note := func(err error) {
+		if err != nil && !errors.Is(err, dockerengine.ErrNotFound) && first == nil {
+			first = err
+		}
+	}
+	cs, err := eng.ListContainers(ctx, LabelCluster)
+	note(err)
+	for _, c := range cs {
+		if match == nil || match(c.Labels[LabelCluster]) {
+			note(eng.RemoveContainer(ctx, c.ID, true))
+		}
+	}
+	ns, err := eng.ListNetworks(ctx, LabelCluster)
+	note(err)
+	for _, n := range ns {
+		if match == nil || match(n.Labels[LabelCluster]) {
+			note(eng.RemoveNetwork(ctx, n.ID))
+		}
+	}
+	return first
+}

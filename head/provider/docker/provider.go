@@ -1,0 +1,391 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/whoami"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Environment knobs of `head serve --provider docker`.
+const (
+	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // candidate image; default: built from test/fakeray
+	EnvUnsafeNodeTypes = "RAYVAST_DOCKER_UNSAFE_NODE_TYPES" // node types rented with NET_RAW kept (demo)
+)
+
+// The 64 ports of every candidate (inside = outside: on a bridge each
+// container has its own address, so nothing is published).
+const (
+	FirstPort = 40000
+	NumPorts  = 64
+)
+
+// ShmSize is the private /dev/shm of each candidate.
+const ShmSize = 64 << 20
+
+// stateFile keeps the DNS responder's port across head restarts: a
+// candidate's env names it, and env is fixed at create time.
+const stateFile = "docker-provider.json"
+
+// Config builds a Provider. Tests set it directly; New fills it from
+// provider.Options and the environment.
+type Config struct {
+	Engine   *dockerengine.Client // default: /var/run/docker.sock
+	Cluster  string
+	StateDir string // "" keeps nothing across restarts
+	HeadIP   string // informational: warns when not the gateway
+	Image    string // required
+	// UnsafeNodeTypes are rented with NET_RAW kept, like RentRequest.Unsafe.
+	UnsafeNodeTypes []string
+	Log             *slog.Logger
+}
+
+// Provider rents containers on the local Docker Engine.
+type Provider struct {
+	cfg        Config
+	eng        *dockerengine.Client
+	net        Network
+	netCreated bool
+	dns        *whoami.Server
+	resolvers  string
+	log        *slog.Logger
+
+	mu sync.Mutex // serialises address allocation with create
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New is the head's factory for `--provider docker`.
+func New(opts provider.Options) (provider.Provider, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg := Config{
+		Engine: dockerengine.New(""), Cluster: opts.Cluster, StateDir: opts.StateDir,
+		HeadIP: opts.HeadIP, Image: os.Getenv(EnvImage), Log: log,
+	}
+	for _, t := range strings.Split(os.Getenv(EnvUnsafeNodeTypes), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.UnsafeNodeTypes = append(cfg.UnsafeNodeTypes, t)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if cfg.Image == "" {
+		img, err := BuildImage(ctx, ImageConfig{Engine: cfg.Engine, Log: log})
+		if err != nil {
+			return nil, fmt.Errorf("docker provider: %w (or set %s)", err, EnvImage)
+		}
+		cfg.Image = img
+	}
+	return Open(ctx, cfg)
+}
+
+// Open checks the Engine and the image, ensures the cluster's network and
+// starts the who-am-I responder on its gateway.
+func Open(ctx context.Context, cfg Config) (*Provider, error) {
+	if cfg.Engine == nil {
+		cfg.Engine = dockerengine.New("")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Cluster == "" {
+		return nil, errors.New("docker provider: no cluster name")
+	}
+	if cfg.Image == "" {
+		return nil, errors.New("docker provider: no image")
+	}
+	if _, err := cfg.Engine.Version(ctx); err != nil {
+		return nil, fmt.Errorf("docker provider: is Docker running and are you root? %w", err)
+	}
+	if _, err := cfg.Engine.InspectImage(ctx, cfg.Image); err != nil {
+		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
+	}
+	n, created, err := EnsureNetwork(ctx, cfg.Engine, cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("docker provider: %w", err)
+	}
+	p := &Provider{cfg: cfg, eng: cfg.Engine, net: n, netCreated: created, log: cfg.Log}
+	if cfg.HeadIP != "" && cfg.HeadIP != n.Gateway.String() {
+		p.log.Warn("docker provider: head IP is not the network's gateway; candidates must be able to reach it", "head_ip", cfg.HeadIP, "gateway", n.Gateway.String(), "network", n.Name)
+	}
+	if err := p.startDNS(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.log.Info("docker provider ready", "network", n.Name, "subnet", n.Subnet.String(), "gateway", n.Gateway.String(), "image", cfg.Image, "dns", p.dns.Addr())
+	return p, nil
+}
+
+// Network is the cluster's bridge network.
+func (p *Provider) Network() Network { return p.net }
+
+// DNSAddr is the who-am-I responder's ip:port.
+func (p *Provider) DNSAddr() string { return p.dns.Addr() }
+
+// startDNS listens on the gateway, on the port a previous run used if any.
+func (p *Provider) startDNS() error {
+	var st struct {
+		DNSPort int `json:"dns_port"`
+	}
+	path := ""
+	if p.cfg.StateDir != "" {
+		path = filepath.Join(p.cfg.StateDir, stateFile)
+		if b, err := os.ReadFile(path); err == nil {
+			_ = json.Unmarshal(b, &st)
+		}
+	}
+	gw := p.net.Gateway.String()
+	var err error
+	if st.DNSPort != 0 {
+		p.dns, err = whoami.Start(net.JoinHostPort(gw, strconv.Itoa(st.DNSPort)), nil, p.log)
+		if err != nil {
+			p.log.Warn("docker provider: DNS port of the last run is taken; candidates rented before fail their egress check", "port", st.DNSPort, "err", err)
+		}
+	}
+	if p.dns == nil {
+		if p.dns, err = whoami.Start(net.JoinHostPort(gw, "0"), nil, p.log); err != nil {
+			return fmt.Errorf("docker provider: who-am-I DNS on %s: %w", gw, err)
+		}
+	}
+	_, port, _ := net.SplitHostPort(p.dns.Addr())
+	st.DNSPort, _ = strconv.Atoi(port)
+	if path != "" {
+		b, _ := json.Marshal(st)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			p.log.Warn("docker provider: cannot keep the DNS port", "path", path, "err", err)
+		}
+	}
+	a := p.dns.Addr()
+	p.resolvers = "opendns@" + a + ",google@" + a + ",cloudflare@" + a
+	return nil
+}
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return "docker" }
+
+// InstanceName is the container name (and instance ID, and host ID) of a
+// candidate: 1–64 of [A-Za-z0-9._-].
+func InstanceName(cluster, candidateID string) string {
+	s := "rv-" + nameSafe(cluster) + "-" + nameSafe(candidateID)
+	if len(s) > 64 {
+		h := sha256.Sum256([]byte(cluster + "\x00" + candidateID))
+		s = "rv-" + hex.EncodeToString(h[:12])
+	}
+	return s
+}
+
+// Ports is RAYVAST_PORTS.
+func Ports() []int {
+	ps := make([]int, NumPorts)
+	for i := range ps {
+		ps[i] = FirstPort + i
+	}
+	return ps
+}
+
+func portsEnv() string {
+	s := make([]string, NumPorts)
+	for i, p := range Ports() {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// Rent implements provider.Provider: create and start one container.
+func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider.Rental, error) {
+	if req.Command == "" {
+		return provider.Rental{}, errors.New("docker rent: no command (bootloader.sh text)")
+	}
+	unsafe := req.Unsafe
+	for _, t := range p.cfg.UnsafeNodeTypes {
+		unsafe = unsafe || t == req.NodeType
+	}
+	name := InstanceName(p.cfg.Cluster, req.CandidateID)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ip, err := p.freeAddr(ctx)
+	if err != nil {
+		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
+	}
+	env := map[string]string{}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	env[wire.EnvInstanceID] = name
+	env[wire.EnvPublicIP] = ip.String()
+	env[wire.EnvPorts] = portsEnv()
+	env[wire.EnvEgressResolvers] = p.resolvers
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	sort.Strings(envList)
+
+	hc := dockerengine.HostConfig{
+		NetworkMode: p.net.Name,
+		CapDrop:     []string{"NET_RAW", "NET_ADMIN"},
+		IpcMode:     "private", // its own, empty /dev/shm
+		ShmSize:     ShmSize,
+	}
+	if unsafe {
+		hc.CapDrop = []string{"NET_ADMIN"}
+		hc.CapAdd = []string{"NET_RAW"}
+	}
+	cfg := dockerengine.ContainerConfig{
+		Image:      p.cfg.Image,
+		Entrypoint: []string{"/bin/sh", "-c"},
+		Cmd:        []string{req.Command},
+		Env:        envList,
+		Hostname:   name,
+		Labels: map[string]string{
+			LabelCluster: p.cfg.Cluster, LabelCandidate: req.CandidateID, LabelNodeType: req.NodeType,
+			LabelPublicIP: ip.String(), LabelHostID: name, LabelUnsafe: strconv.FormatBool(unsafe),
+		},
+		HostConfig: hc,
+		NetworkingConfig: &dockerengine.NetworkingConfig{EndpointsConfig: map[string]dockerengine.EndpointSettings{
+			p.net.Name: {IPAMConfig: &dockerengine.EndpointIPAM{IPv4Address: ip.String()}},
+		}},
+	}
+	id, err := p.eng.CreateContainer(ctx, name, cfg)
+	if err != nil {
+		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
+	}
+	if err := p.eng.StartContainer(ctx, id); err != nil {
+		_ = p.eng.RemoveContainer(context.WithoutCancel(ctx), id, true)
+		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
+	}
+	p.log.Info("docker rented", "instance", name, "candidate", req.CandidateID, "ip", ip.String(), "unsafe", unsafe)
+	return provider.Rental{CandidateID: req.CandidateID, InstanceID: name, HostID: name, PublicIP: ip.String(), Running: true}, nil
+}
+
+// freeAddr picks the lowest address of the subnet that no container of
+// ours (running or not) and no attached container holds.
+func (p *Provider) freeAddr(ctx context.Context) (netip.Addr, error) {
+	used := map[netip.Addr]bool{p.net.Gateway: true}
+	cs, err := p.eng.ListContainers(ctx, LabelCluster+"="+p.cfg.Cluster)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, c := range cs {
+		if a, err := netip.ParseAddr(c.Labels[LabelPublicIP]); err == nil {
+			used[a] = true
+		}
+	}
+	info, err := p.eng.InspectNetwork(ctx, p.net.ID)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, c := range info.Containers {
+		if pf, err := netip.ParsePrefix(c.IPv4Address); err == nil {
+			used[pf.Addr()] = true
+		}
+	}
+	for a := p.net.Subnet.Addr().Next(); p.net.Subnet.Contains(a); a = a.Next() {
+		next := a.Next()
+		if !p.net.Subnet.Contains(next) {
+			break // a is the broadcast address
+		}
+		if !used[a] {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no free address in %s", p.net.Subnet)
+}
+
+// Get implements provider.Provider.
+func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental, error) {
+	info, err := p.eng.InspectContainer(ctx, instanceID)
+	if errors.Is(err, dockerengine.ErrNotFound) {
+		return provider.Rental{}, provider.ErrGone
+	}
+	if err != nil {
+		return provider.Rental{}, fmt.Errorf("docker get %s: %w", instanceID, err)
+	}
+	if info.Config.Labels[LabelCluster] != p.cfg.Cluster {
+		return provider.Rental{}, provider.ErrGone // not ours
+	}
+	return rentalFrom(strings.TrimPrefix(info.Name, "/"), info.Config.Labels, info.State.Running), nil
+}
+
+func rentalFrom(name string, labels map[string]string, running bool) provider.Rental {
+	return provider.Rental{
+		CandidateID: labels[LabelCandidate], InstanceID: name, HostID: labels[LabelHostID],
+		PublicIP: labels[LabelPublicIP], Running: running,
+	}
+}
+
+// Destroy implements provider.Provider: remove the container (like ending a
+// vast rental: no grace).
+func (p *Provider) Destroy(ctx context.Context, instanceID string) error {
+	info, err := p.eng.InspectContainer(ctx, instanceID)
+	if errors.Is(err, dockerengine.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("docker destroy %s: %w", instanceID, err)
+	}
+	if info.Config.Labels[LabelCluster] != p.cfg.Cluster {
+		return fmt.Errorf("docker destroy %s: not a container of cluster %q", instanceID, p.cfg.Cluster)
+	}
+	if err := p.eng.RemoveContainer(ctx, info.ID, true); err != nil && !errors.Is(err, dockerengine.ErrNotFound) {
+		return fmt.Errorf("docker destroy %s: %w", instanceID, err)
+	}
+	p.log.Info("docker destroyed", "instance", instanceID)
+	return nil
+}
+
+// List implements provider.Provider: every container labelled with the
+// cluster, stopped ones too.
+func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
+	cs, err := p.eng.ListContainers(ctx, LabelCluster+"="+p.cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("docker list: %w", err)
+	}
+	out := make([]provider.Rental, 0, len(cs))
+	for _, c := range cs {
+		name := c.ID
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, rentalFrom(name, c.Labels, c.State == "running"))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
+	return out, nil
+}
+
+// Close stops the DNS responder and removes the network if this provider
+// created it and no container is left on it (a restarted head needs it).
+func (p *Provider) Close() error {
+	if p.dns != nil {
+		_ = p.dns.Close()
+	}
+	if p.netCreated {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if cs, err := p.eng.ListContainers(ctx, LabelCluster+"="+p.cfg.Cluster); err == nil && len(cs) == 0 {
+			_ = p.eng.RemoveNetwork(ctx, p.net.ID)
+		}
+	}
+	return nil
+}
