@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/agent/backoff"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -169,10 +170,10 @@ func TestEnrollRetries(t *testing.T) {
 				json.NewEncoder(w).Encode(okBundle())
 			}))
 			var slept []time.Duration
-			cfg := Config{Sleep: func(ctx context.Context, d time.Duration) error { slept = append(slept, d); return nil }}
+			cfg := backoff.RetryConfig{Sleep: func(ctx context.Context, d time.Duration) error { slept = append(slept, d); return nil }}
 			hc := HTTPClient(TLSConfig(ca.cert, addr.Addr(), nil), 5*time.Second)
 			url := "https://" + addr.String() + "/enroll"
-			got, err := Retry(context.Background(), cfg, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
+			got, err := backoff.Retry(context.Background(), cfg, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
 				return Enroll(ctx, hc, url, wire.EnrollRequest{Version: 1, InstanceID: "i"})
 			})
 			if calls.Load() != c.wantCalls {
@@ -217,7 +218,7 @@ func TestRetryNetworkErrorAndGiveUp(t *testing.T) {
 	l.Close() // nothing listens: connection refused
 	now := time.Unix(0, 0)
 	var slept []time.Duration
-	cfg := Config{
+	cfg := backoff.RetryConfig{
 		Now: func() time.Time { return now },
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			slept = append(slept, d)
@@ -226,9 +227,9 @@ func TestRetryNetworkErrorAndGiveUp(t *testing.T) {
 		},
 		MaxElapsed: 2 * time.Minute,
 	}
-	cfg.Backoff.Rand = func() float64 { return 0.5 }
+	cfg.Policy.Rand = func() float64 { return 0.5 }
 	hc := HTTPClient(&tls.Config{}, time.Second)
-	_, err := Retry(context.Background(), cfg, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
+	_, err := backoff.Retry(context.Background(), cfg, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
 		return Enroll(ctx, hc, url, wire.EnrollRequest{})
 	})
 	if err == nil || !strings.Contains(err.Error(), "giving up") {

@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/rayvast/rayvast/agent/backoff"
 )
 
 // maxCAPEM bounds the /ca.pem answer; one P-256 certificate is under 1 KiB.
@@ -35,17 +37,17 @@ func FetchCA(ctx context.Context, head netip.AddrPort, wantSHA256 string) (*x509
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, &TransientError{Op: "fetch ca.pem", Err: err}
+		return nil, backoff.Transient("fetch ca.pem", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCAPEM+1))
 	if err != nil {
-		return nil, &TransientError{Op: "fetch ca.pem", Err: err}
+		return nil, backoff.Transient("fetch ca.pem", err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		err := fmt.Errorf("fetch ca.pem: status %d", resp.StatusCode)
 		if retryable(resp.StatusCode) {
-			return nil, &TransientError{Op: "fetch ca.pem", Err: err}
+			return nil, backoff.Transient("fetch ca.pem", err)
 		}
 		return nil, err
 	}
