@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -183,6 +184,9 @@ func checkPort(ctx context.Context, cfg CheckConfig, ip string, port int, nonce 
 		return &Error{Port: port, Kind: KindWrite, Err: err}
 	}
 	if _, err := io.WriteString(conn, challenge(nonce)); err != nil {
+		if peerGone(err) {
+			return &Error{Port: port, Kind: KindNoReply, Err: err}
+		}
 		return classify(ctx, port, KindWrite, err)
 	}
 	// The reply is the whole stream: one line, then the agent closes. Read
@@ -191,10 +195,13 @@ func checkPort(ctx context.Context, cfg CheckConfig, ip string, port int, nonce 
 	switch {
 	case len(reply) > replyLen:
 		return &Error{Port: port, Kind: KindExtra}
+	case len(reply) == 0 && (err == nil || peerGone(err)):
+		// A port that accepts and hangs up (Docker's proxy with nothing
+		// behind it) ends with EOF or, if our challenge crossed its close,
+		// a reset: the same failure either way.
+		return &Error{Port: port, Kind: KindNoReply, Err: err}
 	case err != nil:
 		return classify(ctx, port, KindRead, err)
-	case len(reply) == 0:
-		return &Error{Port: port, Kind: KindNoReply}
 	case len(reply) != replyLen || reply[replyLen-1] != '\n' || !isLowerHex(reply[:replyLen-1]):
 		return &Error{Port: port, Kind: KindMalformed}
 	}
@@ -205,6 +212,11 @@ func checkPort(ctx context.Context, cfg CheckConfig, ip string, port int, nonce 
 		return &Error{Port: port, Kind: KindWrongMAC}
 	}
 	return nil
+}
+
+// peerGone reports whether err means the peer closed or reset the connection.
+func peerGone(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // classify names a network error: deadlines and our own cancellation are
