@@ -1,0 +1,154 @@
+// Package heartbeat is the node's side of port B (SPEC §7): a heartbeat
+// every interval with ±10% jitter over mutual TLS, and one-off reports.
+// An unreachable head is logged and retried, never a reason to stop.
+package heartbeat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/rayvast/rayvast/agent/backoff"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Jitter spreads heartbeats so nodes started together don't beat in step.
+const Jitter = 0.1
+
+// Config is one node's heartbeat loop.
+type Config struct {
+	Client      *http.Client // mutual TLS: the node cert, the pinned CA
+	BaseURL     string       // https://HEAD:B
+	InstanceID  string
+	Interval    time.Duration               // until the head names another
+	Status      func() wire.RayStatus       // what the supervisor knows of Ray
+	HealthToken func(now time.Time) string  // guest:health token; nil = ""
+	OnStop      func()                      // the head said "stop" (called once)
+	OnBeat      func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
+	Log         *slog.Logger
+	Now         func() time.Time
+	Sleep       backoff.SleepFunc
+	Rand        func() float64
+}
+
+// Run heartbeats until ctx ends, and returns ctx's error.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = backoff.Sleep
+	}
+	interval := cfg.Interval
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	retry := backoff.Policy{Base: time.Second, Jitter: Jitter, Rand: cfg.Rand}
+	stopped, failures := false, 0
+	for seq := int64(1); ; seq++ {
+		hb := wire.Heartbeat{Version: wire.Version, InstanceID: cfg.InstanceID, Seq: seq, Ray: cfg.Status()}
+		if cfg.HealthToken != nil {
+			hb.HealthToken = cfg.HealthToken(cfg.Now())
+		}
+		reply, err := Send(ctx, cfg.Client, cfg.BaseURL, hb)
+		if cfg.OnBeat != nil {
+			cfg.OnBeat(hb, err)
+		}
+		wait := backoff.Jitter(interval, Jitter, cfg.Rand)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			failures++
+			retry.Max = interval
+			wait = retry.Delay(failures - 1)
+			cfg.Log.Warn("heartbeat failed", "seq", seq, "failures", failures, "retry_in", wait.Round(time.Millisecond), "err", err)
+		default:
+			if failures > 0 {
+				cfg.Log.Info("heartbeat back", "seq", seq, "after_failures", failures)
+			}
+			failures = 0
+			if reply.IntervalS > 0 && time.Duration(reply.IntervalS)*time.Second != interval {
+				interval = time.Duration(reply.IntervalS) * time.Second
+				wait = backoff.Jitter(interval, Jitter, cfg.Rand)
+			}
+			cfg.Log.Debug("heartbeat", "seq", seq, "ray", hb.Ray.State, "action", reply.Action)
+			if reply.Action == wire.ActionStop && !stopped {
+				stopped = true
+				cfg.Log.Info("head asked to stop ray", "seq", seq)
+				if cfg.OnStop != nil {
+					cfg.OnStop()
+				}
+			}
+		}
+		if err := cfg.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// Send posts one heartbeat and decodes the reply strictly.
+func Send(ctx context.Context, hc *http.Client, baseURL string, hb wire.Heartbeat) (wire.HeartbeatReply, error) {
+	var reply wire.HeartbeatReply
+	resp, err := post(ctx, hc, baseURL+"/heartbeat", hb)
+	if err != nil {
+		return reply, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return reply, statusError("heartbeat", resp)
+	}
+	if err := wire.Decode(resp.Body, wire.MaxBody, &reply); err != nil {
+		return reply, fmt.Errorf("heartbeat reply: %w", err)
+	}
+	return reply, nil
+}
+
+// Report posts one event (answered 204). Network errors, 5xx and 429 come
+// back as *backoff.TransientError so callers can backoff.Retry them.
+func Report(ctx context.Context, hc *http.Client, baseURL string, r wire.Report) error {
+	resp, err := post(ctx, hc, baseURL+"/report", r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		return statusError("report", resp)
+	}
+	return nil
+}
+
+func post(ctx context.Context, hc *http.Client, url string, body any) (*http.Response, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("post %s: %w", url, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("post %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, backoff.Transient("post "+url, err)
+	}
+	return resp, nil
+}
+
+func statusError(op string, resp *http.Response) error {
+	var body wire.ErrorBody
+	_ = wire.Decode(io.LimitReader(resp.Body, wire.MaxBody), wire.MaxBody, &body)
+	err := fmt.Errorf("%s: status %d %s", op, resp.StatusCode, body.Error)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		return backoff.Transient(op, err)
+	}
+	return err
+}

@@ -1,0 +1,198 @@
+package heartbeat
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/agent/bundle"
+	"github.com/rayvast/rayvast/agent/enroll"
+	"github.com/rayvast/rayvast/agent/internal/enrolltest"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// fakePortB is a mutual-TLS server like the head's port B: it requires a
+// client certificate from ca and records what it is sent.
+type fakePortB struct {
+	mu     sync.Mutex
+	beats  []wire.Heartbeat
+	peers  []string // instance IDs of the client certs
+	report []wire.Report
+	answer func(seq int64) (int, wire.HeartbeatReply)
+}
+
+func (f *fakePortB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, _ := pki.InstanceID(r.TLS.PeerCertificates[0])
+	f.peers = append(f.peers, id)
+	switch r.URL.Path {
+	case "/heartbeat":
+		var hb wire.Heartbeat
+		if err := wire.Decode(r.Body, wire.MaxBody, &hb); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		f.beats = append(f.beats, hb)
+		code, reply := f.answer(hb.Seq)
+		w.WriteHeader(code)
+		if code == 200 {
+			writeJSON(w, reply)
+		}
+	case "/report":
+		var rep wire.Report
+		if err := wire.Decode(r.Body, wire.MaxBody, &rep); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		f.report = append(f.report, rep)
+		w.WriteHeader(204)
+	}
+}
+
+// setup returns a client holding a real node cert and a port B server.
+func setup(t *testing.T, f *fakePortB) (*http.Client, string) {
+	t.Helper()
+	ca := enrolltest.CA(t)
+	ports := enrolltest.Ports(40000)
+	b, err := bundle.Parse(enrolltest.Response(t, ca, "inst-1", "127.0.0.1", ports), ca.Cert, "inst-1", ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.IssueServer(nil, netip.MustParseAddr("127.0.0.1"), nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(server.CertPEM, server.KeyPEM.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewUnstartedServer(f)
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	hc := enroll.HTTPClient(enroll.TLSConfig(ca.Cert, netip.MustParseAddr("127.0.0.1"), &b.NodeCert), 5*time.Second)
+	return hc, "https://" + s.Listener.Addr().String()
+}
+
+// TestRun proves: seq grows from 1, Ray's status and the health token are
+// sent with the node cert, the head's interval is adopted, waits are
+// jittered within ±10%, and "stop" calls OnStop exactly once.
+func TestRun(t *testing.T) {
+	f := &fakePortB{answer: func(seq int64) (int, wire.HeartbeatReply) {
+		if seq >= 3 {
+			return 200, wire.HeartbeatReply{IntervalS: 5, Action: wire.ActionStop}
+		}
+		return 200, wire.HeartbeatReply{IntervalS: 5, Action: wire.ActionNone}
+	}}
+	hc, url := setup(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []time.Duration
+	stops := 0
+	rnd := []float64{0, 0.999, 0.5}
+	err := Run(ctx, Config{
+		Client: hc, BaseURL: url, InstanceID: "inst-1", Interval: 30 * time.Second,
+		Status:      func() wire.RayStatus { return wire.RayStatus{State: wire.RayRunning, PID: 42} },
+		HealthToken: func(time.Time) string { return "h.t.s" },
+		OnStop:      func() { stops++ },
+		Rand:        func() float64 { r := rnd[len(waits)%3]; return r },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			if len(waits) == 5 {
+				cancel()
+				return ctx.Err()
+			}
+			return nil
+		},
+	})
+	if err != context.Canceled {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if len(f.beats) != 5 {
+		t.Fatalf("head got %d beats, want 5", len(f.beats))
+	}
+	for i, hb := range f.beats {
+		if hb.Seq != int64(i+1) || hb.InstanceID != "inst-1" || hb.Ray.State != wire.RayRunning || hb.Ray.PID != 42 || hb.HealthToken != "h.t.s" {
+			t.Errorf("beat %d = %+v", i, hb)
+		}
+		if f.peers[i] != "inst-1" {
+			t.Errorf("beat %d client cert names %q", i, f.peers[i])
+		}
+	}
+	for i, d := range waits {
+		if d < 4500*time.Millisecond || d > 5500*time.Millisecond {
+			t.Errorf("wait %d = %v, want 5s ±10%%", i, d)
+		}
+	}
+	if waits[0] == waits[1] {
+		t.Errorf("waits not jittered: %v", waits)
+	}
+	if stops != 1 {
+		t.Errorf("OnStop called %d times, want 1", stops)
+	}
+}
+
+// TestRunHeadUnreachable proves the loop neither exits nor spins while
+// the head is away: it backs off up to the interval and recovers.
+func TestRunHeadUnreachable(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "https://" + l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []time.Duration
+	var seqs []int64
+	err := Run(ctx, Config{
+		Client:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: x509.NewCertPool()}}},
+		BaseURL: dead, InstanceID: "inst-1", Interval: 10 * time.Second,
+		Status: func() wire.RayStatus { return wire.RayStatus{State: wire.RayStarting} },
+		Rand:   func() float64 { return 0.5 },
+		OnBeat: func(hb wire.Heartbeat, err error) {
+			if err == nil {
+				t.Error("a beat to a dead head succeeded")
+			}
+			seqs = append(seqs, hb.Seq)
+		},
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			if len(waits) == 6 {
+				cancel()
+				return ctx.Err()
+			}
+			return nil
+		},
+	})
+	if err != context.Canceled {
+		t.Fatalf("Run = %v, want it to keep trying until cancelled", err)
+	}
+	want := []time.Duration{1, 2, 4, 8, 10, 10}
+	for i := range want {
+		if waits[i] != want[i]*time.Second {
+			t.Errorf("wait %d = %v, want %vs (waits %v)", i, waits[i], want[i], waits)
+		}
+	}
+	if len(seqs) != 6 || seqs[5] != 6 {
+		t.Errorf("seqs = %v, want 1..6", seqs)
+	}
+}
+
+func TestReport(t *testing.T) {
+	f := &fakePortB{}
+	hc, url := setup(t, f)
+	err := Report(context.Background(), hc, url, wire.Report{Version: 1, InstanceID: "inst-1", Event: wire.EventRayExited, Detail: "exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.report) != 1 || f.report[0].Event != wire.EventRayExited {
+		t.Errorf("reports = %+v", f.report)
+	}
+}
