@@ -15,8 +15,7 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
 
 // setGroup puts the child in a new process group so that one kill(-pgid)
 // reaches Ray and every worker it starts, and so that a terminal's Ctrl-C
-// reaches the agent first. Pdeathsig takes the child down if the agent dies
-// without the kernel doing it for us (when we are not PID 1).
+// reaches the agent first.
 func setGroup(cmd *exec.Cmd) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -28,9 +27,7 @@ func setGroup(cmd *exec.Cmd) {
 		a.Setpgid = true
 		a.Pgid = 0
 	}
-	if a.Pdeathsig == 0 {
-		a.Pdeathsig = syscall.SIGKILL
-	}
+	setDeathSignal(a)
 }
 
 // signalGroup sends sig to every process in group pgid. A group that is

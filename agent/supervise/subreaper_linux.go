@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"fmt"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,4 +15,13 @@ func becomeSubreaper() error {
 		return fmt.Errorf("prctl PR_SET_CHILD_SUBREAPER: %w", err)
 	}
 	return nil
+}
+
+// setDeathSignal has the kernel SIGKILL the child if the agent dies first:
+// as PID 1 the namespace dies with us anyway, but not as PID 1 (docker
+// --init, tests) Ray would outlive us. A caller's own choice is kept.
+func setDeathSignal(a *syscall.SysProcAttr) {
+	if a.Pdeathsig == 0 {
+		a.Pdeathsig = syscall.SIGKILL
+	}
 }

@@ -1,0 +1,285 @@
+package supervise
+
+import (
+	"bufio"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary re-runs itself as every process a scenario needs (as the
+// os/exec tests do): SUPERVISE_HELPER names the part it plays. Every helper
+// reports what it saw as one line on fd 3, a pipe the test reads; lines stay
+// short so concurrent writers never interleave (PIPE_BUF).
+const (
+	envHelper    = "SUPERVISE_HELPER"
+	envChild     = "SUPERVISE_CHILD"     // supervisor: the main child's scenario
+	envGrace     = "SUPERVISE_GRACE"     // supervisor: Config.Grace
+	envStraggler = "SUPERVISE_STRAGGLER" // straggler child: its grandchild's scenario
+	envParent    = "SUPERVISE_PARENT"    // orphan: the pid of the parent that abandons it
+)
+
+// helperDeadline bounds every wait inside a helper so a broken supervisor
+// fails a test instead of hanging it.
+const helperDeadline = 10 * time.Second
+
+var reportFile *os.File // fd 3 in helpers; never opened in the test runner itself
+
+func report(format string, args ...any) {
+	fmt.Fprintf(reportFile, format+"\n", args...)
+}
+
+// helperCmd re-runs this binary as scenario, handing on the report pipe.
+func helperCmd(scenario string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), envHelper+"="+scenario), env...)
+	cmd.Stderr = os.Stderr
+	cmd.ExtraFiles = []*os.File{reportFile}
+	return cmd
+}
+
+func runHelper(scenario string) int {
+	reportFile = os.NewFile(3, "report")
+	switch {
+	case scenario == "supervisor":
+		return supervisorMain()
+	case scenario == "start-errors":
+		return startErrorsMain()
+	case strings.HasPrefix(scenario, "exit:"):
+		code, _ := strconv.Atoi(strings.TrimPrefix(scenario, "exit:"))
+		return code
+	case strings.HasPrefix(scenario, "kill:"):
+		sig, _ := strconv.Atoi(strings.TrimPrefix(scenario, "kill:"))
+		unix.Kill(os.Getpid(), syscall.Signal(sig))
+		return blockForever()
+	case scenario == "crash":
+		return crash()
+	case scenario == "report-signal":
+		return reportSignal("child", 7)
+	case scenario == "ignore-term":
+		return ignoreTerm("child")
+	case scenario == "group":
+		return groupMain()
+	case scenario == "grandchild":
+		return reportSignal("grandchild", 0)
+	case scenario == "straggler":
+		return stragglerMain()
+	case scenario == "straggler-polite":
+		return reportSignal("straggler", 0)
+	case scenario == "straggler-stubborn":
+		return ignoreTerm("straggler")
+	case scenario == "orphans":
+		return orphansMain()
+	case scenario == "orphan-parent":
+		return orphanParent()
+	case scenario == "orphan":
+		return orphan()
+	}
+	fmt.Fprintf(os.Stderr, "unknown helper scenario %q\n", scenario)
+	return 100
+}
+
+// supervisorMain plays the agent: it supervises the SUPERVISE_CHILD scenario
+// and exits with its code. SIGUSR1 stands for the heartbeat's stop action.
+func supervisorMain() int {
+	grace, _ := time.ParseDuration(os.Getenv(envGrace))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sup := New(Config{Log: log, Grace: grace})
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGUSR1)
+	go func() {
+		for range stop {
+			sup.Stop()
+		}
+	}()
+	child := helperCmd(os.Getenv(envChild))
+	child.Stdin = os.Stdin
+	report("supervisor pid=%d", os.Getpid())
+	if err := sup.Start(child); err != nil {
+		report("supervisor start: %v", err)
+		return 99
+	}
+	if sup.PID() != child.Process.Pid {
+		report("supervisor PID()=%d, child pid %d", sup.PID(), child.Process.Pid)
+	}
+	<-sup.Done()
+	// The run loop queues a signal before it forwards it, so everything
+	// forwarded before Done is already buffered here.
+	for drained := false; !drained; {
+		select {
+		case sig := <-sup.Signalled():
+			report("supervisor signalled %d", sig)
+		default:
+			drained = true
+		}
+	}
+	report("supervisor exit %d", sup.ExitCode())
+	return sup.ExitCode()
+}
+
+// startErrorsMain checks Start's refusals, which need a process of their own
+// because a started Supervisor owns its process for good.
+func startErrorsMain() int {
+	err := New(Config{}).Start(exec.Command("/nonexistent/rayvast-supervise-test"))
+	report("start-errors missing: %v", err != nil)
+	sup := New(Config{})
+	err = sup.Start(helperCmd("exit:5"))
+	report("start-errors after failure: %v", err)
+	report("start-errors twice: %v", sup.Start(helperCmd("exit:0")) != nil)
+	report("start-errors second supervisor: %v", New(Config{}).Start(helperCmd("exit:0")) != nil)
+	<-sup.Done()
+	report("start-errors exit %d", sup.ExitCode())
+	return 0
+}
+
+// crash dies the way a crashing runtime does: GOTRACEBACK=crash turns a fatal
+// panic into SIGABRT.
+func crash() int {
+	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}) // no core file in the tree
+	debug.SetTraceback("crash")
+	var p *int
+	*p = 1
+	return 0
+}
+
+// reportSignal waits for SIGTERM/SIGINT/SIGHUP, says which, and exits with
+// code: a handled signal, not a death by it.
+func reportSignal(name string, code int) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	report("%s ready pid=%d pgid=%d", name, os.Getpid(), unix.Getpgrp())
+	fmt.Println("ready")
+	sig := <-sigs
+	report("%s got %d", name, sig)
+	return code
+}
+
+// ignoreTerm is a child that will not stop politely.
+func ignoreTerm(name string) int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	report("%s ready pid=%d pgid=%d", name, os.Getpid(), unix.Getpgrp())
+	fmt.Println("ready")
+	return blockForever()
+}
+
+// groupMain starts a grandchild in its own (inherited) process group, then
+// waits for a signal itself: a forward to the group reaches both.
+func groupMain() int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	gc := helperCmd("grandchild")
+	if err := gc.Start(); err != nil {
+		report("child start grandchild: %v", err)
+		return 1
+	}
+	report("child ready pid=%d pgid=%d", os.Getpid(), unix.Getpgrp())
+	sig := <-sigs
+	report("child got %d", sig)
+	gc.Wait()
+	return 7
+}
+
+// stragglerMain leaves a grandchild behind in its group and exits 3.
+func stragglerMain() int {
+	gc := helperCmd(os.Getenv(envStraggler))
+	out, err := gc.StdoutPipe()
+	if err == nil {
+		err = gc.Start()
+	}
+	if err != nil {
+		report("child start straggler: %v", err)
+		return 1
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	report("child straggler said %q, exiting 3", line)
+	return 3
+}
+
+// orphansMain makes three orphans by double fork, waits until each is gone
+// from /proc (exited and reaped by whoever adopted it), then waits for a
+// signal like reportSignal.
+func orphansMain() int {
+	var pids []int
+	for range 3 {
+		out, err := helperCmd("orphan-parent").Output()
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || perr != nil {
+			report("child orphan-parent: %v %v", err, perr)
+			return 1
+		}
+		pids = append(pids, pid)
+	}
+	for _, pid := range pids {
+		if state := waitGone(pid); state != "" {
+			report("child orphans not reaped: pid=%d %s", pid, state)
+			return reportSignal("child", 7)
+		}
+	}
+	report("child orphans reaped")
+	return reportSignal("child", 7)
+}
+
+func orphanParent() int {
+	o := helperCmd("orphan", envParent+"="+strconv.Itoa(os.Getpid()))
+	if err := o.Start(); err != nil {
+		report("orphan-parent start: %v", err)
+		return 1
+	}
+	fmt.Println(o.Process.Pid)
+	return 0 // without waiting: the orphan is someone else's now
+}
+
+// orphan waits to be adopted, tells who adopted it, and exits.
+func orphan() int {
+	parent, _ := strconv.Atoi(os.Getenv(envParent))
+	deadline := time.Now().Add(helperDeadline)
+	for os.Getppid() == parent {
+		if time.Now().After(deadline) {
+			report("orphan pid=%d never re-parented", os.Getpid())
+			return 1
+		}
+		time.Sleep(time.Millisecond)
+	}
+	report("orphan pid=%d ppid=%d", os.Getpid(), os.Getppid())
+	return 0
+}
+
+// waitGone polls until pid has left /proc; on timeout it returns its State
+// and PPid lines (a zombie nobody reaped shows "State: Z").
+func waitGone(pid int) string {
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	deadline := time.Now().Add(helperDeadline)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			var keep []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "State:") || strings.HasPrefix(l, "PPid:") {
+					keep = append(keep, strings.Join(strings.Fields(l), " "))
+				}
+			}
+			return strings.Join(keep, " ")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// blockForever parks a helper until a signal ends it (select{} alone would
+// trip the runtime's deadlock detector).
+func blockForever() int {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
