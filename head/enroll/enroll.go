@@ -1,0 +1,235 @@
+// Package enroll serves port A (SPEC §4, §6): the agent binary, the CA
+// certificate, and POST /enroll with its decision order, step by step.
+package enroll
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/rayvast/rayvast/head/answer"
+	"github.com/rayvast/rayvast/head/blocklist"
+	"github.com/rayvast/rayvast/head/metrics"
+	"github.com/rayvast/rayvast/head/ratelimit"
+	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/secret"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// CheckTimeout bounds the whole port check (SPEC §6 step 7: within 10 s).
+const CheckTimeout = 10 * time.Second
+
+// PortChecker dials every port and checks the HMAC answers (step 7).
+type PortChecker func(ctx context.Context, ip string, ports []int, portKey []byte) error
+
+// Bundle is the part of the enroll answer that is the same for every node.
+type Bundle struct {
+	ClusterToken   secret.String
+	AppID          string
+	AppRootKey     secret.Bytes
+	Shim           *wire.Shim
+	RayHeadAddress string
+	GuestAPI       wire.GuestAPIPolicy
+	PortB          int
+	IntervalS      int
+}
+
+// Config builds a Server.
+type Config struct {
+	Registry  *registry.Registry
+	Blocklist *blocklist.List
+	Limiter   *ratelimit.Limiter
+	PortCheck PortChecker
+	CA        *pki.CA
+	NodeTypes map[string]wire.NodeType
+	Bundle    Bundle
+	Agent     []byte // served at /bootstrap
+	// Destroy ends a candidate whose token was proven but that failed a
+	// check: through the built-in provider, or as destroy_requested.
+	Destroy func(candidateID, reason string)
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	Now     func() time.Time
+	Rand    io.Reader
+}
+
+// Server is the port A handler.
+type Server struct{ cfg Config }
+
+// New returns a Server; cfg.Metrics, Log, Now and Rand default when nil.
+func New(cfg Config) *Server {
+	if cfg.Metrics == nil {
+		cfg.Metrics = &metrics.Metrics{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	return &Server{cfg: cfg}
+}
+
+// Handler routes port A: unknown paths 404, other methods on known paths 405.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /bootstrap", s.bootstrap)
+	mux.HandleFunc("GET /ca.pem", s.caPEM)
+	mux.Handle("POST /enroll", answer.Func(s.cfg.Log, s.enroll))
+	return mux
+}
+
+func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", fmt.Sprint(len(s.cfg.Agent)))
+	_, _ = w.Write(s.cfg.Agent)
+}
+
+func (s *Server) caPEM(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/x-pem-file")
+	_, _ = w.Write(s.cfg.CA.CertPEM)
+}
+
+// refused is the one answer to every refusal before a valid token.
+var refused = &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrRefused}}
+
+func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
+	m := s.cfg.Metrics
+	ip := answer.SourceIP(r)
+	if s.cfg.Limiter.Limited(ip) {
+		m.Enrollment(metrics.OutcomeRateLimited)
+		return answer.Errorf(http.StatusTooManyRequests, "rate_limited", "too many refusals from this ip", nil)
+	}
+
+	// Step 1: malformed → 400, nothing destroyed.
+	var req wire.EnrollRequest
+	if err := answer.Decode(w, r, &req); err != nil {
+		m.Enrollment(metrics.OutcomeMalformed)
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		m.Enrollment(metrics.OutcomeMalformed)
+		return answer.Errorf(http.StatusBadRequest, "bad_request", err.Error(), nil)
+	}
+	tok := secret.New(req.JoinToken)
+	rawKey, _ := base64.StdEncoding.DecodeString(req.PortKey) // Validate checked it
+	portKey := secret.NewBytes(rawKey)
+	req.JoinToken, req.PortKey = "", ""
+
+	// Steps 2 and 3: refusals, then the token is consumed atomically.
+	cl, err := s.cfg.Registry.Claim(req.InstanceID, ip, tok)
+	var re *registry.RefusalError
+	if errors.As(err, &re) {
+		s.cfg.Limiter.Note(ip)
+		m.Enrollment(metrics.OutcomeRefused)
+		m.Refusal("enroll", re.Reason)
+		refusal := *refused
+		refusal.Reason, refusal.Cause = re.Reason, fmt.Errorf("instance %q", req.InstanceID)
+		return &refusal
+	}
+	if err != nil {
+		m.Enrollment(metrics.OutcomeError)
+		return err
+	}
+	c := cl.Candidate
+	log := s.cfg.Log.With("candidate", c.CandidateID, "instance", c.InstanceID, "host", c.HostID)
+
+	// Steps 4–8: the token was good; a failure now destroys the candidate.
+	reason, class := s.judge(r.Context(), &req, c, portKey, log)
+	if reason == "" {
+		nt := s.cfg.NodeTypes[c.NodeType]
+		if !s.cfg.Registry.TakeSlot(cl, nt.MaxWorkers) {
+			reason = wire.ReasonNoSlot
+		}
+	}
+	if reason != "" {
+		return s.reject(cl, reason, class, log)
+	}
+
+	// Step 9: issue and answer.
+	resp, serial, err := s.bundle(&req, c)
+	if err != nil {
+		s.cfg.Registry.Release(cl)
+		s.cfg.Destroy(c.CandidateID, "issue_failed")
+		m.Enrollment(metrics.OutcomeError)
+		return err
+	}
+	if _, err := s.cfg.Registry.Complete(cl, registry.Enrolled{Serial: serial, GuestAPIPort: resp.GuestAPI.Port}); err != nil {
+		m.Enrollment(metrics.OutcomeError)
+		if errors.Is(err, registry.ErrConflict) {
+			e := *refused
+			e.Reason, e.Cause = "ended_during_enrollment", err
+			return &e
+		}
+		return err
+	}
+	m.Enrollment(metrics.OutcomeEnrolled)
+	log.Info("enrolled", "serial", serial, "node_type", c.NodeType)
+	answer.JSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// judge runs steps 4–7 and returns the rejection reason and blocklist
+// class, or "" when the candidate passed.
+func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Candidate, portKey secret.Bytes, log *slog.Logger) (reason, class string) {
+	ch := req.Checks
+	if !ch.Capabilities.OK || !ch.Netns.OK || !ch.Shm.OK {
+		log.Warn("host check failed", "capabilities", ch.Capabilities, "netns", ch.Netns, "shm", ch.Shm)
+		return wire.ReasonSecurityCheck, wire.BlockSecurity
+	}
+	nt, ok := s.cfg.NodeTypes[c.NodeType]
+	if !ok {
+		log.Warn("node type no longer configured", "node_type", c.NodeType)
+		return wire.ReasonNoSlot, ""
+	}
+	if req.GPUs != nt.GPUs {
+		log.Warn("gpu count", "got", req.GPUs, "want", nt.GPUs)
+		return wire.ReasonGPUCount, wire.BlockSecurity
+	}
+	if !ch.Egress.OK || canon(ch.Egress.IP) != c.PublicIP {
+		log.Warn("egress check failed", "ok", ch.Egress.OK, "detail", ch.Egress.Detail, "egress_ip", ch.Egress.IP, "public_ip", c.PublicIP)
+		return wire.ReasonEgress, wire.BlockNetwork
+	}
+	// The check runs to its end even if the client goes away: the token is
+	// spent either way, and the verdict should be about the ports.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CheckTimeout)
+	defer cancel()
+	if err := s.cfg.PortCheck(cctx, c.PublicIP, req.Ports, portKey.Reveal()); err != nil {
+		log.Warn("port check failed", "err", err)
+		return wire.ReasonPortCheck, wire.BlockNetwork
+	}
+	return "", ""
+}
+
+func (s *Server) reject(cl *registry.Claim, reason, class string, log *slog.Logger) error {
+	c := cl.Candidate
+	if class != "" && c.HostID != "" {
+		e := s.cfg.Blocklist.Add(c.HostID, class, reason)
+		log.Warn("host blocklisted", "class", e.Class, "until", e.Until)
+	}
+	s.cfg.Registry.Release(cl)
+	s.cfg.Destroy(c.CandidateID, reason)
+	s.cfg.Metrics.Enrollment(metrics.OutcomeRejected)
+	s.cfg.Metrics.Rejection(reason)
+	return &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrRejected, Reason: reason},
+		Reason: "rejected " + reason, Cause: fmt.Errorf("candidate %s destroyed", c.CandidateID)}
+}
+
+func canon(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ""
+	}
+	return a.Unmap().String()
+}
