@@ -48,7 +48,7 @@ until "$P" -c "$DL" "$U" "$F"; do
 	w=$((w*2)); [ $w -le "$M" ] || w=$M
 done
 G=$("$P" -c 'import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$F")
-[ -s "$F" ] && [ "$G" = "$S" ] || die "$U: SHA-256 $G of $(wc -c <"$F") bytes is not RAYVAST_BOOTSTRAP_SHA256 $S; deleted, not run"
+[ -s "$F" ] && [ "$G" = "$S" ] || die "$U: got $(wc -c <"$F") bytes with SHA-256 $G, want RAYVAST_BOOTSTRAP_SHA256 $S; deleted, not run"
 chmod 700 "$F" || die "chmod $F failed"
 trap - EXIT HUP INT TERM
 export RAYVAST_PYTHON="$P"
