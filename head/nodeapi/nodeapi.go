@@ -1,0 +1,168 @@
+// Package nodeapi serves port B (SPEC §7): mutual TLS with node
+// certificates from the cluster CA, every per-request check, POST /heartbeat
+// and POST /report; and the loops that mark silent nodes lost and poll the
+// nodes' guest API health.
+package nodeapi
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rayvast/rayvast/head/answer"
+	"github.com/rayvast/rayvast/head/metrics"
+	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/secret"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Config builds a Server.
+type Config struct {
+	Registry *registry.Registry
+	CA       *x509.CertPool // the cluster CA only
+	Interval time.Duration  // heartbeat interval told to nodes
+	Metrics  *metrics.Metrics
+	Log      *slog.Logger
+	Now      func() time.Time
+}
+
+// Server is the port B handler.
+type Server struct {
+	cfg    Config
+	mu     sync.Mutex
+	tokens map[string]secret.String // latest health token per instance, memory only
+}
+
+// New returns a Server; Metrics, Log and Now default when nil.
+func New(cfg Config) *Server {
+	if cfg.Metrics == nil {
+		cfg.Metrics = &metrics.Metrics{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Server{cfg: cfg, tokens: map[string]secret.String{}}
+}
+
+// TLSConfig is port B's TLS: the head's serving certificate, and a client
+// certificate requested on every connection. The chain is verified per
+// request (with the head's clock), so every failure answers the same 403
+// instead of a bare handshake error.
+func TLSConfig(cert tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequestClientCert,
+		MinVersion:   tls.VersionTLS12,
+	}
+}
+
+// Handler routes port B.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /heartbeat", answer.Func(s.cfg.Log, s.heartbeat))
+	mux.Handle("POST /report", answer.Func(s.cfg.Log, s.report))
+	return mux
+}
+
+// IntervalS is the heartbeat interval in whole seconds (at least 1).
+func (s *Server) IntervalS() int { return max(1, int(s.cfg.Interval/time.Second)) }
+
+func (s *Server) forbidden(reason string, cause error) error {
+	s.cfg.Metrics.Refusal("port_b", reason)
+	return &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrForbidden}, Reason: reason, Cause: cause}
+}
+
+// authorize runs the certificate checks of SPEC §7 that need no body and
+// returns the instance the certificate names.
+func (s *Server) authorize(r *http.Request) (string, error) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return "", s.forbidden("no_client_cert", nil)
+	}
+	leaf := r.TLS.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range r.TLS.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.cfg.CA, Intermediates: inter, CurrentTime: s.cfg.Now(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return "", s.forbidden("bad_client_cert", err)
+	}
+	id, err := pki.InstanceID(leaf)
+	if err != nil {
+		return "", s.forbidden("no_instance_uri", err)
+	}
+	node, ok := s.cfg.Registry.Live(id)
+	if !ok {
+		return "", s.forbidden("not_enrolled_or_ended", nil)
+	}
+	if pki.SerialHex(leaf.SerialNumber) != node.Serial {
+		return "", s.forbidden("superseded_serial", nil)
+	}
+	src := answer.SourceIP(r)
+	inSAN := slices.ContainsFunc(leaf.IPAddresses, func(ip net.IP) bool { return x509IP(ip) == node.PublicIP })
+	if src != node.PublicIP || !inSAN {
+		return "", s.forbidden("source_ip", nil)
+	}
+	return id, nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	id, err := s.authorize(r)
+	if err != nil {
+		return err
+	}
+	var hb wire.Heartbeat
+	if err := answer.Decode(w, r, &hb); err != nil {
+		return err
+	}
+	if hb.InstanceID != id {
+		return s.forbidden("body_names_other_instance", nil)
+	}
+	action, err := s.cfg.Registry.Heartbeat(hb)
+	if err != nil {
+		return s.forbidden("not_enrolled_or_ended", err)
+	}
+	if hb.HealthToken != "" {
+		s.mu.Lock()
+		s.tokens[id] = secret.New(hb.HealthToken)
+		s.mu.Unlock()
+	}
+	s.cfg.Metrics.Heartbeat()
+	answer.JSON(w, http.StatusOK, wire.HeartbeatReply{IntervalS: s.IntervalS(), Action: action})
+	return nil
+}
+
+func (s *Server) report(w http.ResponseWriter, r *http.Request) error {
+	id, err := s.authorize(r)
+	if err != nil {
+		return err
+	}
+	var rep wire.Report
+	if err := answer.Decode(w, r, &rep); err != nil {
+		return err
+	}
+	if rep.InstanceID != id {
+		return s.forbidden("body_names_other_instance", nil)
+	}
+	s.cfg.Metrics.Report()
+	s.cfg.Log.Info("node report", "instance", id, "event", rep.Event, "detail", rep.Detail)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// HealthToken is the latest health token a node sent.
+func (s *Server) HealthToken(instanceID string) (secret.String, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tokens[instanceID]
+	return t, ok
+}

@@ -1,0 +1,258 @@
+package nodeapi
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/internal/fakeagent"
+	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+type portB struct {
+	url string
+	ca  *pki.CA
+	reg *registry.Registry
+	srv *Server
+	clk *clock
+}
+
+func newPortB(t testing.TB) *portB {
+	clk := &clock{t: time.Now()}
+	ca, _, err := pki.NewCA(nil, "test", clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := ca.IssueServer(nil, netip.MustParseAddr("127.0.0.1"), nil, clk.Now())
+	key, _ := pki.ParseKey(sc.KeyPEM.Reveal())
+	reg, _ := registry.Open(registry.Config{Now: clk.Now})
+	s := New(Config{Registry: reg, CA: ca.Pool(), Interval: 10 * time.Second, Now: clk.Now})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: s.Handler(), TLSConfig: TLSConfig(tls.Certificate{Certificate: [][]byte{sc.Cert.Raw}, PrivateKey: key})}
+	go hs.ServeTLS(ln, "", "")
+	t.Cleanup(func() { hs.Close() })
+	return &portB{url: "https://" + ln.Addr().String(), ca: ca, reg: reg, srv: s, clk: clk}
+}
+
+// enroll makes inst a node at ip and returns its certificate.
+func (p *portB) enroll(t testing.TB, inst, ip string) (tls.Certificate, wire.Candidate) {
+	t.Helper()
+	c, tok, err := p.reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu1", InstanceID: inst, PublicIP: ip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := p.reg.Claim(inst, ip, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := issue(t, p.ca, inst, ip, p.clk.Now(), 0)
+	if _, err := p.reg.Complete(cl, registry.Enrolled{Serial: is.Serial, GuestAPIPort: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return keyPair(t, is), c
+}
+
+func issue(t testing.TB, ca *pki.CA, inst, ip string, now time.Time, life time.Duration) pki.Issued {
+	t.Helper()
+	is, err := ca.IssueNode(nil, pki.NodeRequest{InstanceID: inst, PublicIP: netip.MustParseAddr(ip), Now: now, Lifetime: life})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
+}
+
+func keyPair(t testing.TB, is pki.Issued) tls.Certificate {
+	kp, err := tls.X509KeyPair(is.CertPEM, is.KeyPEM.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func (p *portB) post(t testing.TB, from string, cert *tls.Certificate, path string, body any) (int, string) {
+	t.Helper()
+	st, b, err := fakeagent.Post(context.Background(), fakeagent.Client(from, p.ca.Pool(), cert), p.url+path, body)
+	if err != nil {
+		t.Fatalf("post %s: %v", path, err)
+	}
+	return st, string(b)
+}
+
+func hb(inst string) wire.Heartbeat {
+	return wire.Heartbeat{Version: 1, InstanceID: inst, Seq: 1, Ray: wire.RayStatus{State: wire.RayRunning, PID: 9}, HealthToken: "tok.en.sig"}
+}
+
+// TestHeartbeatMatrix proves every per-request check of SPEC §7: only the
+// right certificate, from the right address, about itself, of a live node,
+// with the recorded serial, gets a 200.
+func TestHeartbeatMatrix(t *testing.T) {
+	p := newPortB(t)
+	c1, _ := p.enroll(t, "i1", "127.0.3.1")
+	c2, _ := p.enroll(t, "i2", "127.0.3.2")
+	c3, cand3 := p.enroll(t, "i3", "127.0.3.3")
+	p.reg.End(cand3.CandidateID, "deleted")
+
+	foreignCA, _, _ := pki.NewCA(nil, "evil", p.clk.Now())
+	foreign := keyPair(t, issue(t, foreignCA, "i1", "127.0.3.1", p.clk.Now(), 0))
+	expired := keyPair(t, issue(t, p.ca, "i1", "127.0.3.1", p.clk.Now().Add(-48*time.Hour), time.Hour))
+	superseded := keyPair(t, issue(t, p.ca, "i1", "127.0.3.1", p.clk.Now(), 0))
+	stranger := keyPair(t, issue(t, p.ca, "i9", "127.0.3.9", p.clk.Now(), 0))
+
+	for _, c := range []struct {
+		name, from string
+		cert       *tls.Certificate
+		body       string
+		want       int
+	}{
+		{"good", "127.0.3.1", &c1, "i1", 200},
+		{"no cert", "127.0.3.1", nil, "i1", 403},
+		{"foreign CA", "127.0.3.1", &foreign, "i1", 403},
+		{"expired", "127.0.3.1", &expired, "i1", 403},
+		{"cert of another instance", "127.0.3.1", &c2, "i2", 403},
+		{"another instance's cert naming us", "127.0.3.1", &c2, "i1", 403},
+		{"wrong source ip", "127.0.3.9", &c1, "i1", 403},
+		{"body names another instance", "127.0.3.1", &c1, "i2", 403},
+		{"ended instance", "127.0.3.3", &c3, "i3", 403},
+		{"superseded serial", "127.0.3.1", &superseded, "i1", 403},
+		{"never enrolled", "127.0.3.9", &stranger, "i9", 403},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, path := range []string{"/heartbeat", "/report"} {
+				var body any = hb(c.body)
+				want := c.want
+				if path == "/report" {
+					body = wire.Report{Version: 1, InstanceID: c.body, Event: wire.EventStopping}
+					if want == 200 {
+						want = 204
+					}
+				}
+				st, got := p.post(t, c.from, c.cert, path, body)
+				if st != want {
+					t.Errorf("%s: %d %s, want %d", path, st, got, want)
+				}
+				if want == 403 && got != `{"error":"forbidden"}` {
+					t.Errorf("%s: body %s", path, got)
+				}
+			}
+		})
+	}
+	if tok, ok := p.srv.HealthToken("i1"); !ok || tok.Reveal() != "tok.en.sig" {
+		t.Error("health token of the good heartbeat not kept")
+	}
+	if n, _ := p.reg.Node("i1"); n.Seq != 1 || n.Ray.State != wire.RayRunning || n.LastHeartbeat == nil {
+		t.Errorf("heartbeat not recorded: %+v", n)
+	}
+}
+
+func TestHeartbeatBadBody(t *testing.T) {
+	p := newPortB(t)
+	c1, _ := p.enroll(t, "i1", "127.0.3.1")
+	for _, c := range []struct {
+		name string
+		body []byte
+		want int
+	}{
+		{"garbage", []byte("{"), 400},
+		{"unknown field", []byte(`{"version":1,"instance_id":"i1","x":1}`), 400},
+		{"oversize", []byte(`{"instance_id":"` + strings.Repeat("a", 70<<10) + `"}`), 413},
+	} {
+		if st, body := p.post(t, "127.0.3.1", &c1, "/heartbeat", c.body); st != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, st, body, c.want)
+		}
+	}
+	req, _ := http.NewRequest("GET", p.url+"/heartbeat", nil)
+	resp, err := fakeagent.Client("127.0.3.1", p.ca.Pool(), &c1).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 {
+		t.Errorf("GET /heartbeat: %d, want 405", resp.StatusCode)
+	}
+}
+
+// TestLostAfterThreeIntervals uses the injected clock: a node silent for 3
+// intervals is lost and handed to destroy; its next heartbeat is told to stop.
+func TestLostAfterThreeIntervals(t *testing.T) {
+	p := newPortB(t)
+	c1, cand := p.enroll(t, "i1", "127.0.3.1")
+	var destroyed []string
+	destroy := func(id, reason string) { destroyed = append(destroyed, id+":"+reason) }
+	p.clk.Add(25 * time.Second)
+	if st, _ := p.post(t, "127.0.3.1", &c1, "/heartbeat", hb("i1")); st != 200 {
+		t.Fatal(st)
+	}
+	p.clk.Add(29 * time.Second)
+	p.srv.SweepLost(destroy)
+	if len(destroyed) != 0 {
+		t.Fatalf("lost after 2.9 silent intervals: %v", destroyed)
+	}
+	p.clk.Add(time.Second)
+	p.srv.SweepLost(destroy)
+	if len(destroyed) != 1 || destroyed[0] != cand.CandidateID+":lost" {
+		t.Fatalf("destroyed = %v, want the lost node", destroyed)
+	}
+	if n, _ := p.reg.Node("i1"); n.State != wire.StateLost {
+		t.Errorf("node state %s", n.State)
+	}
+	st, body := p.post(t, "127.0.3.1", &c1, "/heartbeat", hb("i1"))
+	if st != 200 || !strings.Contains(body, `"action":"stop"`) {
+		t.Errorf("lost node's heartbeat: %d %s, want action stop", st, body)
+	}
+}
+
+type fakeChecker struct {
+	mu   sync.Mutex
+	fail bool
+	got  []string
+}
+
+func (f *fakeChecker) Check(ctx context.Context, ip string, port int, token string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, token)
+	if f.fail {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func TestHealthPolls(t *testing.T) {
+	p := newPortB(t)
+	c1, _ := p.enroll(t, "i1", "127.0.3.1")
+	p.post(t, "127.0.3.1", &c1, "/heartbeat", hb("i1"))
+	fc := &fakeChecker{fail: true}
+	for range 3 {
+		p.srv.PollOnce(context.Background(), fc, 3)
+	}
+	if n, _ := p.reg.Node("i1"); n.Health != wire.HealthUnhealthy || n.HealthFailures != 3 {
+		t.Errorf("after 3 failures: %s %d", n.Health, n.HealthFailures)
+	}
+	if len(fc.got) != 3 || fc.got[0] != "tok.en.sig" {
+		t.Errorf("checker got tokens %v", fc.got)
+	}
+	fc.fail = false
+	p.srv.PollOnce(context.Background(), fc, 3)
+	if n, _ := p.reg.Node("i1"); n.Health != wire.HealthHealthy {
+		t.Errorf("after a success: %s", n.Health)
+	}
+}
