@@ -1,0 +1,346 @@
+// Package demo is `head demo`: the whole rayvast flow on one machine with
+// Docker, for a new user. It makes a state dir, runs `head init` and
+// `head serve --provider docker` (its own binary), asks for three candidates
+// of which one deliberately keeps NET_RAW, shows each one's progress live,
+// prints a summary, leaves the cluster running until Ctrl-C, then removes
+// everything it created (containers, network, state dir, the head process).
+// The candidate image stays cached for the next run.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Node types of the demo config. The unsafe one is rented with NET_RAW kept
+// (RAYVAST_DOCKER_UNSAFE_NODE_TYPES), so the head must refuse it.
+const (
+	safeType   = "cpu"
+	unsafeType = "cpu-unsafe"
+)
+
+type options struct {
+	state, cluster, image, fakeray, agent string
+	timeout                               time.Duration
+	interval                              int
+	noWait                                bool
+	serveArgs                             []string
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// Run is `head demo [flags]`; it returns the exit code: 0 when the two safe
+// candidates became nodes and the unsafe one was refused.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	var serveArgs listFlag
+	fs := flag.NewFlagSet("head demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.state, "state", "", "state dir for the demo's head (default: a temp dir, removed at the end)")
+	fs.StringVar(&o.cluster, "cluster", "demo", "cluster name (labels the containers and network)")
+	fs.StringVar(&o.image, "image", "", "candidate image (default: build or reuse the cached rayvast-candidate image)")
+	fs.StringVar(&o.fakeray, "fakeray", "", "stand-in ray package for the image (default: test/fakeray of the repo)")
+	fs.StringVar(&o.agent, "agent", "", "agent binary the head serves (default: agent next to this binary, then bin/agent)")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for the candidates after this long")
+	fs.IntVar(&o.interval, "heartbeat-interval", 10, "heartbeat interval in seconds")
+	fs.BoolVar(&o.noWait, "no-wait", false, "clean up right after the summary instead of waiting for Ctrl-C")
+	fs.Var(&serveArgs, "serve-arg", "extra argument for `head serve` (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: head demo [flags]\n\nRuns a rayvast cluster on the local Docker Engine (as root): three candidates,\none of them unsafe on purpose, live progress, a summary; Ctrl-C removes it all.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	o.serveArgs = serveArgs
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d := &demo{o: o, out: stdout, errOut: stderr, eng: dockerengine.New(""), now: time.Now}
+	code := d.run(ctx)
+	d.keepWork = code != 0
+	d.cleanup()
+	return code
+}
+
+type demo struct {
+	o      options
+	out    io.Writer
+	errOut io.Writer
+	eng    *dockerengine.Client
+	now    func() time.Time
+
+	exe       string
+	workDir   string // temp: head log, config, and the state dir unless --state
+	stateDir  string
+	keepWork  bool // a failed run keeps the head log
+	netMade   bool
+	serve     *exec.Cmd
+	serveDone chan struct{}
+	logFile   *os.File
+}
+
+func (d *demo) say(format string, a ...any) { fmt.Fprintf(d.out, format+"\n", a...) }
+
+func (d *demo) fail(format string, a ...any) int {
+	fmt.Fprintf(d.errOut, "head demo: "+format+"\n", a...)
+	return 1
+}
+
+func (d *demo) run(ctx context.Context) int {
+	if os.Geteuid() != 0 {
+		return d.fail("run me as root (Docker, and a network of my own)")
+	}
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	v, err := d.eng.Version(vctx)
+	cancel()
+	if err != nil {
+		return d.fail("no Docker Engine at %s: %v", dockerengine.DefaultSocket, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return d.fail("find my own binary: %v", err)
+	}
+	d.exe = exe
+	agent, err := d.findAgent()
+	if err != nil {
+		return d.fail("%v", err)
+	}
+	d.say("rayvast demo: Docker %s, cluster %q", v.Version, d.o.cluster)
+	// A demo interrupted hard (SIGKILL) leaves its cluster behind.
+	_ = docker.Cleanup(ctx, d.eng, d.mine)
+
+	img := d.o.image
+	if img == "" {
+		d.say("· candidate image: building or reusing (first run on a machine: about a minute of debootstrap)")
+		t0 := time.Now()
+		img, err = docker.BuildImage(ctx, docker.ImageConfig{Engine: d.eng, FakerayDir: d.o.fakeray})
+		if err != nil {
+			return d.fail("%v", err)
+		}
+		d.say("  %s ready in %s", img, time.Since(t0).Round(100*time.Millisecond))
+	}
+	netw, created, err := docker.EnsureNetwork(ctx, d.eng, d.o.cluster)
+	if err != nil {
+		return d.fail("%v", err)
+	}
+	d.netMade = created
+	gw := netw.Gateway.String()
+	d.say("· network %s %s: the head listens on its gateway %s", netw.Name, netw.Subnet, gw)
+
+	if err := d.initState(ctx, gw); err != nil {
+		return d.fail("%v", err)
+	}
+	admin, err := d.startServe(ctx, gw, agent, img)
+	if err != nil {
+		return d.fail("%v", err)
+	}
+
+	unsafe := map[string]bool{}
+	for _, t := range []string{safeType, safeType, unsafeType} {
+		id, err := admin.createCandidate(ctx, t)
+		if err != nil {
+			return d.fail("%v (head log: %s)", err, d.logFile.Name())
+		}
+		unsafe[id] = t == unsafeType
+	}
+	d.say("· 3 candidates asked for; %s* keeps NET_RAW on purpose and must be refused\n", unsafeType)
+	rows, err := d.watch(ctx, admin, unsafe)
+	if err != nil {
+		return d.fail("%v (head log: %s)", err, d.logFile.Name())
+	}
+	ok := d.summary(ctx, admin, rows)
+	if d.o.noWait || ctx.Err() != nil {
+		return exitCode(ok)
+	}
+	d.say("\nThe cluster keeps running: admin socket %s, head log %s.", filepath.Join(d.stateDir, "admin.sock"), d.logFile.Name())
+	d.say("Try: curl -s --unix-socket %s http://x/v1/nodes", filepath.Join(d.stateDir, "admin.sock"))
+	d.say("Press Ctrl-C to remove everything the demo created.")
+	select {
+	case <-ctx.Done():
+	case <-d.serveDone:
+		d.say("the head exited; see %s", d.logFile.Name())
+		return 1
+	}
+	d.say("\nCtrl-C: cleaning up")
+	return exitCode(ok)
+}
+
+func exitCode(ok bool) int {
+	if ok {
+		return 0
+	}
+	return 1
+}
+
+func (d *demo) mine(cluster string) bool { return cluster == d.o.cluster }
+
+func (d *demo) findAgent() (string, error) {
+	cands := []string{d.o.agent}
+	if d.o.agent == "" {
+		cands = []string{filepath.Join(filepath.Dir(d.exe), "agent"), "bin/agent"}
+	}
+	for _, c := range cands {
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
+			return filepath.Abs(c)
+		}
+	}
+	return "", fmt.Errorf("no agent binary (tried %s): run ./build.sh first", strings.Join(cands, ", "))
+}
+
+// initState makes the state dir and runs `head init` in it.
+func (d *demo) initState(ctx context.Context, gw string) error {
+	dir, err := os.MkdirTemp("", "rayvast-demo-")
+	if err != nil {
+		return err
+	}
+	d.workDir = dir
+	d.stateDir = filepath.Join(dir, "state")
+	if d.o.state != "" {
+		d.stateDir = d.o.state
+	}
+	if d.logFile, err = os.Create(filepath.Join(dir, "head.log")); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, d.exe, "init", "--state", d.stateDir, "--ip", gw, "--cluster", d.o.cluster)
+	cmd.Stdout, cmd.Stderr = d.logFile, d.logFile
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("head init: %v (log: %s)", err, d.logFile.Name())
+	}
+	d.say("· head init: CA, head cert, cluster token in %s", d.stateDir)
+	return nil
+}
+
+// config is the demo's head config: two node types of no GPU.
+func (d *demo) config(gw string) wire.Config {
+	nt := func(n int) wire.NodeType {
+		return wire.NodeType{GPUs: 0, MaxWorkers: n, Resources: map[string]float64{}, Labels: map[string]string{"demo": "true"}}
+	}
+	return wire.Config{
+		Cluster:            d.o.cluster,
+		Ray:                wire.RayHead{HeadAddress: net.JoinHostPort(gw, "6379")},
+		NodeTypes:          map[string]wire.NodeType{safeType: nt(2), unsafeType: nt(1)},
+		GuestAPI:           wire.GuestAPIPolicy{AnonymousScopes: []string{"guest:version", "guest:health"}},
+		HeartbeatIntervalS: d.o.interval,
+	}
+}
+
+// startServe runs `head serve --provider docker` in its own process group
+// (Ctrl-C reaches the demo only, which then stops the head in order).
+func (d *demo) startServe(ctx context.Context, gw, agent, img string) (*adminClient, error) {
+	cfgPath := filepath.Join(d.workDir, "config.json")
+	b, _ := json.MarshalIndent(d.config(gw), "", "  ")
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		return nil, err
+	}
+	portA, err := freePort(gw)
+	if err != nil {
+		return nil, err
+	}
+	portB, err := freePort(gw)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--state", d.stateDir, "--config", cfgPath, "--agent", agent,
+		"--listen-a", net.JoinHostPort(gw, portA), "--listen-b", net.JoinHostPort(gw, portB), "--provider", "docker"}
+	args = append(args, d.o.serveArgs...)
+	cmd := exec.Command(d.exe, args...)
+	cmd.Env = append(os.Environ(), docker.EnvImage+"="+img, docker.EnvUnsafeNodeTypes+"="+unsafeType)
+	cmd.Stdout, cmd.Stderr = d.logFile, d.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("head serve: %w", err)
+	}
+	d.serve = cmd
+	d.serveDone = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(d.serveDone) }()
+
+	admin := newAdminClient(filepath.Join(d.stateDir, "admin.sock"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := admin.candidates(ctx); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return nil, fmt.Errorf("head serve did not answer on admin.sock: %v (log: %s)", err, d.logFile.Name())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-d.serveDone:
+			return nil, fmt.Errorf("head serve exited: %v (log: %s)", cmd.ProcessState, d.logFile.Name())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	d.say("· head serve --provider docker: port A %s:%s, port B %s:%s", gw, portA, gw, portB)
+	return admin, nil
+}
+
+func freePort(ip string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return "", fmt.Errorf("pick a port on %s: %w", ip, err)
+	}
+	defer l.Close()
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p, nil
+}
+
+// cleanup stops the head, removes the cluster's containers and network and
+// a temp state dir. It runs on every exit path, Ctrl-C included.
+func (d *demo) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if d.serve != nil && d.serve.Process != nil {
+		_ = d.serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.serveDone:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-d.serve.Process.Pid, syscall.SIGKILL)
+			<-d.serveDone
+		}
+	}
+	if d.exe != "" { // the cluster was ours to make
+		if err := docker.Cleanup(ctx, d.eng, d.mine); err != nil {
+			fmt.Fprintf(d.errOut, "head demo: cleanup: %v\n", err)
+		}
+	}
+	if d.logFile != nil {
+		d.logFile.Close()
+	}
+	if d.exe == "" {
+		return
+	}
+	what := "the head process, containers and network of cluster " + strconv.Quote(d.o.cluster)
+	switch {
+	case d.workDir == "":
+	case d.keepWork:
+		_ = os.RemoveAll(filepath.Join(d.workDir, "state"))
+		fmt.Fprintf(d.errOut, "head demo: kept the head log for you: %s\n", d.logFile.Name())
+	default:
+		_ = os.RemoveAll(d.workDir)
+		what += ", the temp dir"
+	}
+	d.say("removed: %s (the image stays cached for the next run)", what)
+}

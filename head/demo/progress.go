@@ -1,0 +1,157 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// container is what the demo sees of a candidate's container.
+type container struct {
+	State    string // running, exited, … ("" = none)
+	ExitCode int
+	LastLog  string // last line it wrote, summarised
+}
+
+// row is one candidate's line of the live table.
+type row struct {
+	ID, NodeType, Instance, IP, State, Step string
+	Unsafe                                  bool
+	Elapsed                                 time.Duration
+	Done                                    bool // nothing more will happen on its own
+	Node                                    bool // enrolled, Ray running
+}
+
+// buildRows joins the head's view (candidates, nodes) with Docker's.
+func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]container, unsafe map[string]bool, now time.Time) []row {
+	byInstance := map[string]wire.Node{}
+	for _, n := range nodes {
+		byInstance[n.InstanceID] = n
+	}
+	rows := make([]row, 0, len(cands))
+	for _, c := range cands {
+		r := row{ID: c.CandidateID, NodeType: c.NodeType, Instance: c.InstanceID, IP: c.PublicIP, State: c.State, Unsafe: unsafe[c.CandidateID]}
+		ctr := ctrs[c.CandidateID]
+		end := now
+		switch c.State {
+		case wire.StatePending:
+			r.Step = "asking Docker for a container"
+		case wire.StateRented:
+			r.Step = "container created, waiting for its IP"
+		case wire.StateRunning:
+			switch {
+			case ctr.State == "":
+				r.Step = "container starting"
+			case ctr.State != "running":
+				r.Step = fmt.Sprintf("container %s (exit %d)", ctr.State, ctr.ExitCode)
+			case ctr.LastLog != "":
+				r.Step = ctr.LastLog
+			default:
+				r.Step = "bootloader: fetching the agent"
+			}
+		case wire.StateEnrolled:
+			n, ok := byInstance[c.InstanceID]
+			switch {
+			case !ok:
+				r.Step = "enrolled"
+			case n.Ray.State == wire.RayRunning:
+				r.Step = "Ray running" + heartbeatAge(n, now)
+				r.Node, r.Done = true, true
+				end = n.EnrolledAt
+			default:
+				r.Step = "Ray " + n.Ray.State + heartbeatAge(n, now)
+			}
+		case wire.StateLost:
+			r.Step = "lost: no heartbeat for 3 intervals"
+			r.Done, end = true, c.UpdatedAt
+		case wire.StateEnded, wire.StateDestroyRequested:
+			r.Step = "ended"
+			if c.Reason != "" {
+				r.Step = "refused: " + c.Reason
+			}
+			r.Done, end = true, c.UpdatedAt
+		default:
+			r.Step = c.State
+		}
+		if !c.CreatedAt.IsZero() && end.After(c.CreatedAt) {
+			r.Elapsed = end.Sub(c.CreatedAt)
+		}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	return rows
+}
+
+func heartbeatAge(n wire.Node, now time.Time) string {
+	if n.LastHeartbeat == nil {
+		return ""
+	}
+	return fmt.Sprintf(", heartbeat %ds ago", int(now.Sub(*n.LastHeartbeat).Seconds()))
+}
+
+// allDone: every candidate has reached an outcome.
+func allDone(rows []row, want int) bool {
+	if len(rows) < want {
+		return false
+	}
+	for _, r := range rows {
+		if !r.Done {
+			return false
+		}
+	}
+	return true
+}
+
+// renderTable writes the live table: one line per candidate.
+func renderTable(w io.Writer, rows []row) int {
+	fmt.Fprintf(w, "%-14s %-11s %-18s %-15s %-10s %7s  %s\n", "CANDIDATE", "TYPE", "INSTANCE", "IP", "STATE", "ELAPSED", "STEP")
+	for _, r := range rows {
+		typ := r.NodeType
+		if r.Unsafe {
+			typ += "*"
+		}
+		fmt.Fprintf(w, "%-14s %-11s %-18s %-15s %-10s %6.1fs  %s\n", clip(r.ID, 14), clip(typ, 11), clip(r.Instance, 18), r.IP, r.State, r.Elapsed.Seconds(), clip(r.Step, 60))
+	}
+	return len(rows) + 1
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+var (
+	textMsg = regexp.MustCompile(`\bmsg=("(?:[^"\\]|\\.)*"|\S+)`)
+	ansi    = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
+)
+
+// summarizeLog turns the last log line of a container into a short step:
+// the msg of a slog text or JSON line, else the line itself.
+func summarizeLog(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	line := strings.TrimSpace(ansi.ReplaceAllString(lines[len(lines)-1], ""))
+	if strings.HasPrefix(line, "{") {
+		var m struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.Msg != "" {
+			return m.Msg
+		}
+	}
+	if m := textMsg.FindStringSubmatch(line); m != nil {
+		if s, err := strconv.Unquote(m[1]); err == nil {
+			return s
+		}
+		return m[1]
+	}
+	return line
+}

@@ -1,0 +1,149 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// watch redraws the live table until every candidate has an outcome, the
+// timeout passes, or ctx ends.
+func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]bool) ([]row, error) {
+	tty := isTTY(d.out)
+	deadline := time.Now().Add(d.o.timeout)
+	drawn := 0
+	last := map[string]string{}
+	var rows []row
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		cands, err := admin.candidates(ctx)
+		if err != nil && ctx.Err() == nil {
+			return rows, err
+		}
+		nodes, _ := admin.nodes(ctx)
+		rows = buildRows(ours(cands, unsafe), nodes, d.containers(ctx), unsafe, d.now())
+		if tty {
+			if drawn > 0 {
+				fmt.Fprintf(d.out, "\x1b[%dA", drawn)
+			}
+			var b strings.Builder
+			n := renderTable(&b, rows)
+			for _, l := range strings.SplitAfter(b.String(), "\n") {
+				if l != "" {
+					fmt.Fprint(d.out, "\x1b[2K"+l)
+				}
+			}
+			drawn = n
+		} else {
+			// A log or a pipe: one line per change.
+			for _, r := range rows {
+				key := r.State + "|" + r.Step
+				if strings.HasPrefix(r.Step, "Ray running") {
+					key = r.State + "|Ray running"
+				}
+				if last[r.ID] != key {
+					last[r.ID] = key
+					fmt.Fprintf(d.out, "[%6.1fs] %-14s %-11s %-10s %s\n", r.Elapsed.Seconds(), r.ID, r.NodeType, r.State, r.Step)
+				}
+			}
+		}
+		if allDone(rows, len(unsafe)) {
+			return rows, nil
+		}
+		if time.Now().After(deadline) {
+			d.say("\n(gave up waiting after %s)", d.o.timeout)
+			return rows, nil
+		}
+		select {
+		case <-ctx.Done():
+			return rows, nil
+		case <-d.serveDone:
+			return rows, fmt.Errorf("the head exited")
+		case <-tick.C:
+		}
+	}
+}
+
+// ours keeps the candidates this demo asked for.
+func ours(cands []wire.Candidate, mine map[string]bool) []wire.Candidate {
+	var out []wire.Candidate
+	for _, c := range cands {
+		if _, ok := mine[c.CandidateID]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// containers maps candidate ID to its container's state and last log line.
+func (d *demo) containers(ctx context.Context) map[string]container {
+	out := map[string]container{}
+	cs, err := d.eng.ListContainers(ctx, docker.LabelCluster+"="+d.o.cluster)
+	if err != nil {
+		return out
+	}
+	for _, c := range cs {
+		ctr := container{State: c.State}
+		if info, err := d.eng.InspectContainer(ctx, c.ID); err == nil {
+			ctr.ExitCode = info.State.ExitCode
+		}
+		if stdout, stderr, err := d.eng.ContainerLogs(ctx, c.ID); err == nil {
+			if len(stderr) > 0 {
+				ctr.LastLog = summarizeLog(stderr)
+			} else if len(stdout) > 0 {
+				ctr.LastLog = summarizeLog(stdout)
+			}
+		}
+		out[c.Labels[docker.LabelCandidate]] = ctr
+	}
+	return out
+}
+
+// summary prints the final table and the blocklist; it reports whether the
+// demo went as designed (safe candidates are nodes, the unsafe one refused).
+func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool {
+	d.say("\nSummary")
+	fmt.Fprintf(d.out, "%-14s %-11s %-18s %-15s %-10s %8s  %s\n", "CANDIDATE", "TYPE", "INSTANCE", "IP", "STATE", "TIME", "RESULT")
+	ok := len(rows) == 3
+	for _, r := range rows {
+		result := r.Step
+		good := r.Node
+		if r.Unsafe {
+			good = r.State == wire.StateEnded || r.State == wire.StateDestroyRequested
+			result += " (expected: it kept NET_RAW)"
+		}
+		ok = ok && good
+		mark := "ok"
+		if !good {
+			mark = "UNEXPECTED"
+		}
+		fmt.Fprintf(d.out, "%-14s %-11s %-18s %-15s %-10s %7.1fs  %s [%s]\n", clip(r.ID, 14), r.NodeType, clip(r.Instance, 18), r.IP, r.State, r.Elapsed.Seconds(), result, mark)
+	}
+	if bl, err := admin.blocklist(ctx); err == nil && len(bl) > 0 {
+		d.say("\nBlocklist (host ID = container name: all demo containers share this machine)")
+		for _, b := range bl {
+			d.say("  %s  %s until %s: %s", b.HostID, b.Class, b.Until.Format(time.RFC3339), b.Reason)
+		}
+	}
+	if ok {
+		d.say("\nAs designed: 2 nodes enrolled and run (stand-in) Ray; the unsafe candidate was refused and its container removed.")
+	} else {
+		d.say("\nNot as designed: see the rows marked UNEXPECTED and the head log %s", d.logFile.Name())
+	}
+	return ok
+}
+
+func isTTY(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
