@@ -1,0 +1,77 @@
+package demo
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// TestBuildRows: each candidate state maps to a step a new user can read,
+// and only outcomes count as done.
+func TestBuildRows(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0.Add(20 * time.Second)
+	hb := now.Add(-3 * time.Second)
+	cands := []wire.Candidate{
+		{CandidateID: "a", NodeType: "cpu", State: wire.StatePending, CreatedAt: t0},
+		{CandidateID: "b", NodeType: "cpu", State: wire.StateRunning, InstanceID: "rv-b", CreatedAt: t0},
+		{CandidateID: "c", NodeType: "cpu", State: wire.StateEnrolled, InstanceID: "rv-c", CreatedAt: t0},
+		{CandidateID: "d", NodeType: "x", State: wire.StateEnded, Reason: "security_check", CreatedAt: t0, UpdatedAt: t0.Add(5 * time.Second)},
+		{CandidateID: "e", NodeType: "cpu", State: wire.StateRunning, CreatedAt: t0},
+	}
+	nodes := []wire.Node{{InstanceID: "rv-c", Ray: wire.RayStatus{State: wire.RayRunning}, LastHeartbeat: &hb, EnrolledAt: t0.Add(9 * time.Second)}}
+	ctrs := map[string]container{"b": {State: "running", LastLog: "enrolling"}, "e": {State: "exited", ExitCode: 1}}
+	rows := buildRows(cands, nodes, ctrs, map[string]bool{"d": true}, now)
+	want := []struct {
+		step    string
+		done    bool
+		elapsed time.Duration
+	}{
+		{"asking Docker for a container", false, 20 * time.Second},
+		{"enrolling", false, 20 * time.Second},
+		{"Ray running, heartbeat 3s ago", true, 9 * time.Second},
+		{"refused: security_check", true, 5 * time.Second},
+		{"container exited (exit 1)", false, 20 * time.Second},
+	}
+	for i, w := range want {
+		if rows[i].Step != w.step || rows[i].Done != w.done || rows[i].Elapsed != w.elapsed {
+			t.Errorf("row %s = %q done=%v elapsed=%v, want %q %v %v", rows[i].ID, rows[i].Step, rows[i].Done, rows[i].Elapsed, w.step, w.done, w.elapsed)
+		}
+	}
+	if !rows[3].Unsafe || allDone(rows, 5) || !allDone(rows[2:4], 2) || allDone(rows[2:4], 3) {
+		t.Error("unsafe flag or allDone wrong")
+	}
+	var b strings.Builder
+	renderTable(&b, rows)
+	if !strings.Contains(b.String(), "x*") {
+		t.Errorf("table does not mark the unsafe type:\n%s", b.String())
+	}
+}
+
+func TestSummarizeLog(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"first\nbootloader: retry in 2s\n", "bootloader: retry in 2s"},
+		{`time=2026 level=INFO msg="host checks done" ok=true` + "\n", "host checks done"},
+		{`time=2026 level=INFO msg=enrolled`, "enrolled"},
+		{`{"time":"x","level":"INFO","msg":"ray started","pid":7}`, "ray started"},
+		{"\x1b[1mbold\x1b[0m", "bold"},
+	}
+	for _, tt := range tests {
+		if got := summarizeLog([]byte(tt.in)); got != tt.want {
+			t.Errorf("summarizeLog(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestDecodeList accepts a bare array or an object wrapping one.
+func TestDecodeList(t *testing.T) {
+	for _, in := range []string{`[{"candidate_id":"a"}]`, `{"candidates":[{"candidate_id":"a"}]}`} {
+		var got []wire.Candidate
+		if err := decodeList(json.RawMessage(in), &got); err != nil || len(got) != 1 || got[0].CandidateID != "a" {
+			t.Errorf("decodeList(%s) = %+v, %v", in, got, err)
+		}
+	}
+}
