@@ -74,7 +74,7 @@ func TestLookupEquivalences(t *testing.T) {
 func TestLookupFailsClosed(t *testing.T) {
 	for _, p := range []string{
 		"/prpc/v1/GetAttestationForAppKey", // v0 only
-		"/prpc/Health", "/prpc/v0/Health", // v1 only
+		"/prpc/Health", "/prpc/v0/Health",  // v1 only
 		"/prpc/GetKey", "/prpc/v0/GetKey", // local only
 		"/prpc/v2/Info", "/prpc/info", "/PRPC/Info", "/prpc/Worker.", "/prpc/Worker.Worker.Info",
 		"/prpc/v1", "/prpc", "/prpc/v0/v1/Info", "/logs", "/logs/", "/logs/etc", "/logs/../../etc/passwd",
