@@ -27,11 +27,12 @@ const (
 
 // Listeners answers the head's port check on each of the agent's ports.
 type Listeners struct {
-	key  secret.Bytes
-	log  *slog.Logger
-	lns  []net.Listener
-	wg   sync.WaitGroup
-	once sync.Once
+	key      secret.Bytes
+	deadline time.Duration // per connection
+	log      *slog.Logger
+	lns      []net.Listener
+	wg       sync.WaitGroup
+	once     sync.Once
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -42,6 +43,12 @@ type Listeners struct {
 // answers challenges until Close. If any port cannot be bound, the ones
 // already open are closed and the error names the port.
 func Listen(host string, ports []int, portKey []byte, log *slog.Logger) (*Listeners, error) {
+	return listen(host, ports, portKey, log, connDeadline)
+}
+
+// listen is Listen with the per-connection deadline as a parameter, so a
+// test can prove Close does not wait for it.
+func listen(host string, ports []int, portKey []byte, log *slog.Logger, deadline time.Duration) (*Listeners, error) {
 	if len(portKey) == 0 {
 		return nil, errors.New("portcheck listen: empty port key")
 	}
@@ -49,9 +56,10 @@ func Listen(host string, ports []int, portKey []byte, log *slog.Logger) (*Listen
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Listeners{
-		key:   secret.NewBytes(bytes.Clone(portKey)),
-		log:   log,
-		conns: make(map[net.Conn]struct{}),
+		key:      secret.NewBytes(bytes.Clone(portKey)),
+		deadline: deadline,
+		log:      log,
+		conns:    make(map[net.Conn]struct{}),
 	}
 	for _, p := range ports {
 		if p < 1 || p > 65535 {
@@ -127,7 +135,9 @@ func (l *Listeners) serve(ln net.Listener, port int) {
 			return
 		}
 		l.wg.Go(func() {
-			defer func() { l.untrack(c); c.Close(); <-slots }()
+			// The slot is freed before the connection stops counting as
+			// active, so a test that sees it gone may rely on the slot.
+			defer func() { c.Close(); <-slots; l.untrack(c) }()
 			l.answer(c, port)
 		})
 	}
@@ -153,7 +163,7 @@ func (l *Listeners) untrack(c net.Conn) {
 // answer reads one challenge from c and writes the HMAC for this listener's
 // own port. Anything but an exact challenge is closed unanswered.
 func (l *Listeners) answer(c net.Conn, port int) {
-	if err := c.SetDeadline(time.Now().Add(connDeadline)); err != nil {
+	if err := c.SetDeadline(time.Now().Add(l.deadline)); err != nil {
 		return
 	}
 	line, err := readLine(c, maxChallengeRead)
