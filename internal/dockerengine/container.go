@@ -1,6 +1,7 @@
 package dockerengine
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -266,4 +267,41 @@ func (c *Client) Commit(ctx context.Context, id, repo, tag string, changes []str
 		return "", err
 	}
 	return out.ID, nil
+}
+
+// ArchiveFile is one entry of CopyFrom.
+type ArchiveFile struct {
+	Mode int64
+	Data []byte
+}
+
+// CopyFrom reads path (a file or a directory, like `docker cp`) out of a
+// container, running or stopped: regular files by their path in the tar
+// (the base name of path first). Files over 16 MiB in total fail.
+func (c *Client) CopyFrom(ctx context.Context, id, path string) (map[string]ArchiveFile, error) {
+	q := url.Values{"path": {path}}
+	resp, err := c.do(ctx, "copy from "+id+":"+path, http.MethodGet, "/containers/"+url.PathEscape(id)+"/archive", q, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]ArchiveFile{}
+	tr := tar.NewReader(io.LimitReader(resp.Body, 16<<20))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("docker copy from %s:%s: %w", id, path, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return out, fmt.Errorf("docker copy from %s:%s: %w", id, path, err)
+		}
+		out[h.Name] = ArchiveFile{Mode: h.Mode, Data: b}
+	}
 }

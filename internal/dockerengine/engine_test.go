@@ -144,6 +144,14 @@ func TestContainerLifecycle(t *testing.T) {
 		t.Errorf("logs = %q / %q, want the helper's two lines split by stream", out, errOut)
 	}
 
+	files, err := c.CopyFrom(ctx, id, "/helper")
+	if err != nil || len(files["helper"].Data) == 0 || files["helper"].Mode&0o111 == 0 {
+		t.Errorf("CopyFrom /helper: %v, %d files, want the executable", err, len(files))
+	}
+	if _, err := c.CopyFrom(ctx, id, "/nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("CopyFrom missing path: %v, want ErrNotFound", err)
+	}
+
 	if err := c.StopContainer(ctx, id, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
