@@ -389,9 +389,9 @@ func TestPID1(t *testing.T) {
 	})
 }
 
-// TestNeverPrintsJoinToken: the runs above all check their output for the
-// token; this one also covers a failing download whose error text comes from
-// Python, and proves the token still reaches the agent.
+// TestNeverPrintsJoinToken: every run in this package checks its output for
+// the token (proc.wait); this test alone covers a Python download error and a
+// refusal, and proves the token still reaches the agent.
 func TestNeverPrintsJoinToken(t *testing.T) {
 	py := pythons(t)[0]
 	forEachShell(t, func(t *testing.T, sh shell) {
@@ -412,6 +412,11 @@ func TestNeverPrintsJoinToken(t *testing.T) {
 		if !strings.Contains(r.stderr, "403") {
 			t.Errorf("stderr %q lacks the head's 403", r.stderr)
 		}
+
+		s = newSetup(t, py)
+		s.env["RAYVAST_PORT_A"] = h.port()
+		s.env["RAYVAST_BOOTSTRAP_SHA256"] = sha([]byte("another agent"))
+		assertNothingRan(t, s, run(t, sh.argv, s.env)) // the refusal path prints too
 	})
 }
 
