@@ -17,25 +17,32 @@ import (
 // cannot be read is not evidence of absence, so with no source at all the
 // check fails too.
 func checkCapabilities(cfg Config) wire.Check {
-	var sources []string
-	var held []string
-	var errs []string
+	file, fileErr := readCapStatus(cfg.path("/proc/self/status"))
+	var live func() (capSets, error)
+	if cfg.live() {
+		live = loadLiveCaps
+	}
+	return judgeCaps(file, fileErr, live)
+}
 
-	fileSets, fileErr := readCapStatus(cfg.path("/proc/self/status"))
+// judgeCaps combines the status file's sets (or why it could not be read)
+// with the live loader (nil when not checking the live process).
+func judgeCaps(file capSets, fileErr error, live func() (capSets, error)) wire.Check {
+	var sources, held, notes []string
 	if fileErr != nil {
-		errs = append(errs, fileErr.Error())
+		notes = append(notes, fileErr.Error())
 	} else {
 		sources = append(sources, "status")
-		held = append(held, fileSets.held()...)
+		held = append(held, file.held()...)
 	}
-	if cfg.live() {
-		liveSets, err := loadLiveCaps()
+	if live != nil {
+		liveSets, err := live()
 		if err != nil {
-			errs = append(errs, err.Error())
+			notes = append(notes, err.Error())
 		} else {
 			sources = append(sources, "capget")
-			if fileErr == nil && fileSets.net() != liveSets {
-				errs = append(errs, "status and capget disagree")
+			if fileErr == nil && file.net() != liveSets.net() {
+				notes = append(notes, "status and capget disagree")
 			}
 			held = append(held, liveSets.held()...)
 		}
@@ -43,12 +50,12 @@ func checkCapabilities(cfg Config) wire.Check {
 	held = dedupe(held)
 	switch {
 	case len(sources) == 0:
-		return fail("cannot read capabilities: " + strings.Join(errs, "; "))
+		return fail("cannot read capabilities: " + strings.Join(notes, "; "))
 	case len(held) > 0:
-		return fail(strings.Join(held, "; ") + withNotes(errs))
+		return fail(strings.Join(held, "; ") + withNotes(notes))
 	default:
 		return pass("NET_RAW and NET_ADMIN absent from effective, permitted and bounding sets (" +
-			strings.Join(sources, "+") + ")" + withNotes(errs))
+			strings.Join(sources, "+") + ")" + withNotes(notes))
 	}
 }
 

@@ -1,6 +1,7 @@
 package hostcheck
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -112,5 +113,43 @@ func TestCheckCapabilitiesFakeRoot(t *testing.T) {
 	got := checkCapabilities(Config{Root: t.TempDir()}.withDefaults())
 	if got.OK || !strings.Contains(got.Detail, "proc/self/status") {
 		t.Errorf("missing status: got %+v, want a failure naming the file", got)
+	}
+}
+
+// TestJudgeCaps proves the live capget source counts on its own: a
+// capability it sees fails the check even when the status file says none.
+func TestJudgeCaps(t *testing.T) {
+	none := capSets{Effective: 0xa80405fb, Permitted: 0xa80405fb, Bounding: 0xa80405fb}
+	raw := capSets{Bounding: 1 << capNetRaw}
+	liveOf := func(c capSets, err error) func() (capSets, error) {
+		return func() (capSets, error) { return c, err }
+	}
+	tests := []struct {
+		name       string
+		file       capSets
+		fileErr    error
+		live       func() (capSets, error)
+		wantOK     bool
+		wantDetail string
+	}{
+		{"both clean", none, nil, liveOf(capSets{}, nil), true, "(status+capget)"},
+		{"file only", none, nil, nil, true, "(status)"},
+		{"live holds what the file hides", none, nil, liveOf(raw, nil), false, "NET_RAW in bounding (note: status and capget disagree)"},
+		{"file holds, live clean", raw, nil, liveOf(capSets{}, nil), false, "NET_RAW in bounding"},
+		{"same finding once", raw, nil, liveOf(raw, nil), false, "NET_RAW in bounding"},
+		{"live only", capSets{}, errors.New("open status: gone"), liveOf(capSets{}, nil), true, "(capget) (note: open status: gone)"},
+		{"live fails, file clean", none, nil, liveOf(capSets{}, errors.New("capget: EPERM")), true, "(status) (note: capget: EPERM)"},
+		{"nothing readable", capSets{}, errors.New("open status: gone"), liveOf(capSets{}, errors.New("capget: EPERM")), false, "cannot read capabilities: open status: gone; capget: EPERM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := judgeCaps(tt.file, tt.fileErr, tt.live)
+			if got.OK != tt.wantOK || !strings.Contains(got.Detail, tt.wantDetail) {
+				t.Errorf("got %+v, want ok=%v detail containing %q", got, tt.wantOK, tt.wantDetail)
+			}
+			if tt.name == "same finding once" && got.Detail != "NET_RAW in bounding" {
+				t.Errorf("got %q, want the finding once", got.Detail)
+			}
+		})
 	}
 }
