@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"github.com/rayvast/rayvast/agent/backoff"
+	"github.com/rayvast/rayvast/agent/bundle"
+	"github.com/rayvast/rayvast/agent/guestapi"
+	"github.com/rayvast/rayvast/agent/heartbeat"
+	"github.com/rayvast/rayvast/agent/raylaunch"
+	"github.com/rayvast/rayvast/agent/supervise"
+	"github.com/rayvast/rayvast/internal/guestauth"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// serve is SPEC §9: write the bundle, open the guest API, start Ray under
+// the supervisor, heartbeat until Ray exits, and return Ray's exit code.
+// sigs is the pre-Ray signal channel, drained once the supervisor owns signals.
+func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
+	paths, err := bundle.Write(a.cfg.State, b, bundle.Switches{PublicLogs: a.cfg.PublicLogs,
+		PublicSysinfo: a.cfg.PublicSysinfo, PublicTCBInfo: a.cfg.PublicTCBInfo})
+	if err != nil {
+		a.log.Error("writing bundle", "err", err)
+		return 1
+	}
+	hc, portB := a.headClient(b)
+	sup := supervise.New(supervise.Config{Log: a.log})
+
+	srv, err := a.guestAPI(b, sup)
+	if err != nil {
+		a.log.Error("guest api refused to start", "err", err)
+		a.report(hc, portB, b, "guest_api_refused", err.Error())
+		return 1
+	}
+	defer srv.Close()
+	if err := a.serveGuestAPI(srv, b.GuestAPI.Port, paths.Socket); err != nil {
+		a.log.Error("guest api cannot listen", "err", err)
+		a.report(hc, portB, b, "guest_api_refused", err.Error())
+		return 1
+	}
+
+	cmd, started, err := a.rayCommand(b, paths)
+	if err != nil {
+		a.log.Error("preparing ray", "err", err)
+		return 1
+	}
+	err = sup.Start(cmd)
+	started()
+	if err != nil {
+		a.log.Error("starting ray", "err", err)
+		a.report(hc, portB, b, wire.EventRayExited, "ray did not start: "+err.Error())
+		return 1
+	}
+	a.log.Info("ray started", "pid", sup.PID(), "since_exec", time.Since(execTime).Round(time.Millisecond))
+	select { // a stop signal that came before the supervisor listened
+	case s := <-sigs:
+		a.log.Info("signal while ray started: stopping it", "signal", s.String())
+		sup.Stop()
+	default:
+	}
+	signal.Stop(sigs)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case s := <-sup.Signalled():
+				a.log.Info("stopping on signal", "signal", s.String())
+				go a.report(hc, portB, b, wire.EventStopping, "signal "+s.String())
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go heartbeat.Run(ctx, heartbeat.Config{
+		Client: hc, BaseURL: portB, InstanceID: b.InstanceID, Interval: b.HeartbeatInterval(),
+		Status: func() wire.RayStatus { return rayStatus(sup) },
+		HealthToken: func(now time.Time) string {
+			tok, err := guestauth.MintHealthToken(b.AppID, b.AppRootKey.Reveal(), now)
+			if err != nil {
+				a.log.Warn("minting health token", "err", err)
+			}
+			return tok
+		},
+		OnStop: func() { a.log.Info("head asked to stop ray"); sup.Stop() },
+		Log:    a.log,
+	})
+
+	<-sup.Done()
+	cancel()
+	code := sup.ExitCode()
+	a.log.Info("ray exited", "exit_code", code)
+	a.report(hc, portB, b, wire.EventRayExited, "exit code "+strconv.Itoa(code))
+	return code
+}
+
+func rayStatus(sup *supervise.Supervisor) wire.RayStatus {
+	select {
+	case <-sup.Done():
+		code := sup.ExitCode()
+		return wire.RayStatus{State: wire.RayExited, PID: sup.PID(), ExitCode: &code}
+	default:
+		return wire.RayStatus{State: wire.RayRunning, PID: sup.PID()}
+	}
+}
+
+// rayCommand builds Ray's exec.Cmd: argv and env from raylaunch, output
+// through a pipe we copy to our stderr and /logs/ray (the supervisor wants
+// *os.File stdio: it never calls Wait, which would end copy goroutines).
+// Call started after Start: it closes our copy of the pipe's write end.
+func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, started func(), err error) {
+	argv, env := raylaunch.Command(raylaunch.Params{
+		Python: a.cfg.Python, Ray: b.Ray,
+		NodeCert: p.NodeCert, NodeKey: p.NodeKey, CACert: p.CACert, ClusterTokenPath: p.ClusterToken, ShimDir: p.ShimDir,
+		Env: os.Environ(),
+		Secrets: []string{a.cfg.JoinToken.Reveal(), a.cfg.ContainerAPIKey.Reveal(), b.ClusterToken.Reveal(),
+			base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()), string(b.AppRootKey.Reveal()),
+			base64.StdEncoding.EncodeToString(a.portKey), string(a.portKey), string(b.NodeKeyPEM.Reveal())},
+	})
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, nil, fmt.Errorf("ray python %q: %w", argv[0], err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ray output pipe: %w", err)
+	}
+	cmd = &exec.Cmd{Path: path, Args: argv, Env: env, Stdout: w, Stderr: w}
+	go func() {
+		_, _ = io.Copy(io.MultiWriter(a.stderr, a.rayLog), r)
+		r.Close()
+	}()
+	a.log.Info("starting ray", "python", path, "args", argv[1:])
+	// Our copy of the write end must close once Ray has its own, or the
+	// reader never sees EOF; exec.Cmd closes only files it opened itself.
+	return cmd, func() { w.Close() }, nil
+}
+
+// guestAPI builds the guest API server from the bundle and the env's
+// measured switches. A bad policy (unknown scope, bad key) refuses to start.
+func (a *agent) guestAPI(b *bundle.Bundle, sup *supervise.Supervisor) (*guestapi.Server, error) {
+	checks := a.checks
+	return guestapi.New(guestapi.Config{
+		AppID: b.AppID, AppRootKey: b.AppRootKey,
+		PublicLogs: a.cfg.PublicLogs, PublicSysinfo: a.cfg.PublicSysinfo, PublicTCBInfo: a.cfg.PublicTCBInfo,
+		Policy:      b.GuestAPI.GuestAPIPolicy,
+		NodeCertPEM: b.NodeCertPEM, NodeKeyPEM: b.NodeKeyPEM, CACertPEM: b.CACertPEM,
+		Logs: map[string]guestapi.LogSource{"agent": a.agentLog, "ray": a.rayLog},
+		Processes: func() []guestapi.Process {
+			st := rayStatus(sup)
+			return []guestapi.Process{{Name: "ray", PID: st.PID, State: st.State, Restarts: st.Restarts}}
+		},
+		TCB:     func() wire.GuestTCB { return wire.GuestTCB{Checks: &checks, AgentSHA256: a.selfSum} },
+		Version: version,
+		Log:     a.log,
+	})
+}
+
+// serveGuestAPI listens on the guest API port (all addresses, HTTPS with
+// the node cert) and on the local Unix socket.
+func (a *agent) serveGuestAPI(srv *guestapi.Server, port int, socket string) error {
+	l, err := guestapi.Listen(net.JoinHostPort("", strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := srv.ServeTCP(l); err != nil {
+			a.log.Error("guest api stopped", "err", err)
+		}
+	}()
+	go func() {
+		if err := srv.ServeUnix(socket); err != nil {
+			a.log.Error("guest api socket stopped", "err", err)
+		}
+	}()
+	a.log.Info("guest api listening", "port", port, "socket", socket)
+	return nil
+}
+
+// report sends one event to port B, retrying briefly: the agent is about
+// to exit and must not hang on an absent head.
+func (a *agent) report(hc *http.Client, portB string, b *bundle.Bundle, event, detail string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep := wire.Report{Version: wire.Version, InstanceID: b.InstanceID, Event: event, Detail: detail}
+	retry := backoff.RetryConfig{Log: a.log, MaxElapsed: 20 * time.Second}
+	_, err := backoff.Retry(ctx, retry, "report "+event, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, heartbeat.Report(ctx, hc, portB, rep)
+	})
+	if err != nil {
+		a.log.Warn("report not delivered", "event", event, "err", err)
+		return
+	}
+	a.log.Info("reported", "event", event, "detail", detail)
+}
