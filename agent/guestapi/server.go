@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -73,6 +74,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt guestauth.R
 		if !methodIs(w, r, http.MethodGet, http.MethodHead) {
 			return
 		}
+		if !s.cfg.PublicSysinfo { // unmounted; Decide already said so, this is the belt
+			writeError(w, http.StatusNotFound, "not_found")
+			return
+		}
 		s.serveMetrics(w)
 	case guestauth.KindPRPC:
 		s.servePRPC(w, r, rt)
@@ -118,6 +123,7 @@ func (s *Server) newHTTPServer(local bool) *http.Server {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug),
 	}
 	s.mu.Lock()
 	s.servers = append(s.servers, hs)

@@ -1,0 +1,186 @@
+package guestapi
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/guestauth"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/secret"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+const testApp = "app-1"
+
+var (
+	testRoot = bytes.Repeat([]byte{0x42}, 32)
+	testNow  = time.Date(2026, 11, 30, 12, 10, 0, 0, time.UTC)
+	opsKey   = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
+)
+
+// testPKI is a cluster CA and one node cert for 127.0.0.1, made once.
+type testPKI struct {
+	ca   *pki.CA
+	node pki.Issued
+}
+
+var (
+	pkiOnce sync.Once
+	pkiVal  testPKI
+	pkiErr  error
+)
+
+func getPKI(t *testing.T) testPKI {
+	t.Helper()
+	pkiOnce.Do(func() {
+		var ca *pki.CA
+		ca, _, pkiErr = pki.NewCA(nil, "test", time.Now())
+		if pkiErr != nil {
+			return
+		}
+		var node pki.Issued
+		node, pkiErr = ca.IssueNode(nil, pki.NodeRequest{InstanceID: "inst-7", PublicIP: netip.MustParseAddr("127.0.0.1"), Now: time.Now()})
+		pkiVal = testPKI{ca: ca, node: node}
+	})
+	if pkiErr != nil {
+		t.Fatal(pkiErr)
+	}
+	return pkiVal
+}
+
+// logBuf captures a server's log so tests can grep it for secrets.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// baseConfig is a server with identity, the ops issuer and no anonymous scope.
+func baseConfig(t *testing.T, logs *logBuf) Config {
+	p := getPKI(t)
+	return Config{
+		AppID: testApp, AppRootKey: secret.NewBytes(testRoot),
+		Policy: wire.GuestAPIPolicy{ExternalIssuers: []wire.Issuer{{Name: "ops",
+			PublicKeys: []string{hex.EncodeToString(opsKey.Public().(ed25519.PublicKey))}}}},
+		NodeCertPEM: p.node.CertPEM, NodeKeyPEM: p.node.KeyPEM, CACertPEM: p.ca.CertPEM,
+		Now: func() time.Time { return testNow },
+		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+}
+
+// running is a server serving its remote surface on 127.0.0.1.
+type running struct {
+	srv    *Server
+	addr   string
+	tls    bool
+	client *http.Client
+	logs   *logBuf
+}
+
+func start(t *testing.T, mut func(*Config)) *running {
+	t.Helper()
+	logs := &logBuf{}
+	cfg := baseConfig(t, logs)
+	if mut != nil {
+		mut(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(l)
+	t.Cleanup(func() { srv.Close() })
+	r := &running{srv: srv, addr: l.Addr().String(), tls: srv.HasIdentity(), logs: logs}
+	r.client = &http.Client{Transport: &http.Transport{TLSClientConfig: r.tlsConfig()}, Timeout: 10 * time.Second}
+	return r
+}
+
+func (r *running) tlsConfig() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(pkiVal.ca.Cert)
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+}
+
+// raw sends one request with exactly the request-target given (no client
+// normalisation) and returns status, headers and body.
+func (r *running) raw(t *testing.T, method, target, token string) (int, http.Header, string) {
+	t.Helper()
+	var c net.Conn
+	var err error
+	if r.tls {
+		c, err = tls.Dial("tcp", r.addr, r.tlsConfig())
+	} else {
+		c, err = net.Dial("tcp", r.addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: node\r\nConnection: close\r\n", method, target)
+	if token != "" {
+		fmt.Fprintf(&req, "Authorization: Bearer %s\r\n", token)
+	}
+	req.WriteString("Content-Length: 0\r\n\r\n")
+	if _, err := io.WriteString(c, req.String()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// token mints an ops token for the scopes (names), valid at testNow.
+func token(t *testing.T, scopes ...string) string {
+	t.Helper()
+	tok, err := guestauth.Mint(opsKey, guestauth.MintRequest{Iss: "ops", Aud: []string{testApp}, Scopes: scopes, TTL: time.Hour, Now: testNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// assertNoSecrets fails if a log holds a token or the app root key.
+func assertNoSecrets(t *testing.T, log string, secrets ...string) {
+	t.Helper()
+	all := append([]string{hex.EncodeToString(testRoot), base64.StdEncoding.EncodeToString(testRoot)}, secrets...)
+	for _, s := range all {
+		if s != "" && strings.Contains(log, s) {
+			t.Errorf("log contains a secret (%d bytes)", len(s))
+		}
+	}
+}
