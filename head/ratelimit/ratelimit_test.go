@@ -1,0 +1,198 @@
+package ratelimit
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is a settable time source; tests move it instead of sleeping.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// refuse is what the head does with one refusal: 429 if limited, else count
+// it and answer 403. It returns true for a normal answer.
+func refuse(l *Limiter, key string) bool {
+	if l.Limited(key) {
+		return false
+	}
+	l.Note(key)
+	return true
+}
+
+// Exactly burst refusals pass, then the key is limited.
+func TestBurstThenLimited(t *testing.T) {
+	for _, burst := range []int{1, 10} {
+		t.Run(strconv.Itoa(burst), func(t *testing.T) {
+			l := New(burst, time.Minute, newClock().now)
+			for i := range burst {
+				if !refuse(l, "198.51.100.1") {
+					t.Fatalf("refusal %d limited, want the first %d answered normally", i+1, burst)
+				}
+			}
+			for i := range 5 {
+				if refuse(l, "198.51.100.1") {
+					t.Fatalf("refusal %d answered normally, want limited", burst+i+1)
+				}
+			}
+		})
+	}
+}
+
+// Each refill period gives back exactly one refusal, and a long pause
+// restores the whole burst but no more.
+func TestRefill(t *testing.T) {
+	c := newClock()
+	l := New(10, time.Minute, c.now)
+	for range 10 {
+		l.Note("k")
+	}
+	if !l.Limited("k") {
+		t.Fatal("not limited after the burst")
+	}
+	c.add(time.Minute - time.Nanosecond)
+	if !l.Limited("k") {
+		t.Fatal("a token came back before the period was over")
+	}
+	c.add(time.Nanosecond)
+	if !refuse(l, "k") {
+		t.Fatal("no token after one period")
+	}
+	if refuse(l, "k") {
+		t.Fatal("two tokens after one period")
+	}
+	c.add(3*time.Minute + 30*time.Second) // 3.5 periods: 3 tokens, half a period kept
+	for i := range 3 {
+		if !refuse(l, "k") {
+			t.Fatalf("token %d of 3 missing", i+1)
+		}
+	}
+	if refuse(l, "k") {
+		t.Fatal("a fourth token after 3.5 periods")
+	}
+	c.add(30 * time.Second) // the kept half period completes
+	if !refuse(l, "k") {
+		t.Fatal("the partial period was lost")
+	}
+	c.add(time.Hour)
+	got := 0
+	for refuse(l, "k") {
+		got++
+	}
+	if got != 10 {
+		t.Fatalf("after a long pause %d refusals passed, want the burst of 10", got)
+	}
+}
+
+// Keys do not share buckets.
+func TestKeysIndependent(t *testing.T) {
+	l := New(10, time.Minute, newClock().now)
+	for range 10 {
+		l.Note("a")
+	}
+	if !l.Limited("a") {
+		t.Fatal("a not limited")
+	}
+	if l.Limited("b") {
+		t.Fatal("b limited by a's refusals")
+	}
+	for i := range 10 {
+		if !refuse(l, "b") {
+			t.Fatalf("b's refusal %d limited", i+1)
+		}
+	}
+}
+
+// A clock that steps back neither refills nor breaks the bucket.
+func TestClockBackwards(t *testing.T) {
+	c := newClock()
+	l := New(2, time.Minute, c.now)
+	l.Note("k")
+	l.Note("k")
+	c.add(-time.Hour)
+	if !l.Limited("k") {
+		t.Fatal("a backwards step refilled the bucket")
+	}
+}
+
+// 100k distinct keys never hold more than the cap, and a key just noted is
+// still tracked (the evicted ones are the least recently seen).
+func TestMemoryBound(t *testing.T) {
+	l := New(10, time.Minute, newClock().now)
+	for i := range 100_000 {
+		l.Note("10.0." + strconv.Itoa(i))
+		if n := l.tracked(); n > DefaultMaxKeys {
+			t.Fatalf("after %d keys %d are tracked, cap %d", i+1, n, DefaultMaxKeys)
+		}
+	}
+	if n, lru := l.tracked(), l.lru.Len(); n != DefaultMaxKeys || lru != n {
+		t.Fatalf("tracked %d (lru %d), want %d", n, lru, DefaultMaxKeys)
+	}
+	for range 9 {
+		l.Note("10.0.99999")
+	}
+	if !l.Limited("10.0.99999") {
+		t.Fatal("the most recent key was evicted")
+	}
+}
+
+// A bucket that refilled completely is dropped: idle keys do not stay in
+// memory.
+func TestFullBucketsDropped(t *testing.T) {
+	c := newClock()
+	l := New(10, time.Minute, c.now)
+	l.Note("k")
+	c.add(time.Minute)
+	if l.Limited("k") {
+		t.Fatal("limited after refill")
+	}
+	if n := l.tracked(); n != 0 {
+		t.Fatalf("%d keys tracked after a full refill, want 0", n)
+	}
+}
+
+// Concurrent use is safe (run with -race).
+func TestConcurrent(t *testing.T) {
+	c := newClock()
+	l := New(10, time.Second, c.now)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 500 {
+				k := strconv.Itoa((i + j) % 7)
+				refuse(l, k)
+				c.add(time.Millisecond * 100)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// At the cap the least recently noted key goes, not one still active.
+func TestEvictsLeastRecent(t *testing.T) {
+	l := New(2, time.Minute, newClock().now)
+	l.maxKeys = 3
+	for _, k := range []string{"a", "b", "c"} {
+		l.Note(k)
+	}
+	l.Note("a") // a is now limited and the most recent
+	l.Note("d") // evicts b
+	if _, ok := l.m["b"]; ok {
+		t.Fatal("b, the least recently noted, was kept")
+	}
+	if !l.Limited("a") {
+		t.Fatal("a was evicted instead of b")
+	}
+	if n := l.tracked(); n != 3 {
+		t.Fatalf("tracked %d, want 3", n)
+	}
+}
