@@ -1,0 +1,56 @@
+// Command head is rayvast's trusted half: it owns the cluster CA and decides
+// which rented containers may join (SPEC §1, §8).
+//
+//	head init   --state DIR --ip IP [--dns NAME] [--cluster NAME]
+//	head serve  --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]
+//	head status --state DIR
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: head <command> [flags]
+
+commands:
+  init     create a new state dir: cluster CA, head certificate, cluster token, app id and key
+  serve    serve port A (enrollment), port B (heartbeats) and the admin API on STATE/admin.sock
+  status   print the candidates and nodes of a running head (from STATE/admin.sock)
+
+Run "head <command> --help" for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a subcommand and returns the exit code: 0 ok, 1 failure,
+// 2 bad usage or invalid config.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "init":
+		return runInit(args[1:], stdout, stderr)
+	case "serve":
+		return runServe(ctx, args[1:], stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "head: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rayvast/rayvast/head/admin"
+	"github.com/rayvast/rayvast/head/blocklist"
+	"github.com/rayvast/rayvast/head/config"
+	"github.com/rayvast/rayvast/head/enroll"
+	"github.com/rayvast/rayvast/head/healthpoll"
+	"github.com/rayvast/rayvast/head/metrics"
+	"github.com/rayvast/rayvast/head/nodeapi"
+	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/ratelimit"
+	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/head/rentals"
+	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/portcheck"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+type serveFlags struct {
+	state, config, agent, shim, bootloader string
+	listenA, listenB, provider, logLevel   string
+}
+
+// Refusal rate limit per source IP: a burst of 10 (SPEC §6), then one more
+// every 10 s.
+const (
+	refusalBurst  = 10
+	refusalRefill = 10 * time.Second
+	// shutdownGrace bounds how long SIGTERM waits for in-flight requests
+	// (an enrollment's port check takes at most 10 s).
+	shutdownGrace = 30 * time.Second
+)
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("head serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	fs.StringVar(&f.state, "state", "", "state dir made by head init")
+	fs.StringVar(&f.config, "config", "", "config file (JSON, SPEC §8)")
+	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap")
+	fs.StringVar(&f.shim, "shim", "", "optional Python file put first on Ray's PYTHONPATH")
+	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh, the command of built-in rentals (default: none)")
+	fs.StringVar(&f.listenA, "listen-a", "", "port A address (HTTPS enrollment), e.g. 203.0.113.1:8443")
+	fs.StringVar(&f.listenB, "listen-b", "", "port B address (mutual TLS heartbeats), e.g. 203.0.113.1:8444")
+	fs.StringVar(&f.provider, "provider", "none", "none (external provider via the admin API), docker or vast")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]\n\n"+
+			"Serves port A (/bootstrap, /ca.pem, /enroll), port B (/heartbeat, /report) and\n"+
+			"the admin API on DIR/admin.sock (0600). SIGTERM: stop accepting, finish\n"+
+			"in-flight requests, exit 0. An invalid config exits 2 with the reason.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.state == "" || f.config == "" || f.agent == "" || f.listenA == "" || f.listenB == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	switch f.provider {
+	case "none", "docker", "vast":
+	default:
+		fmt.Fprintf(stderr, "head serve: --provider %q: want none, docker or vast\n", f.provider)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "head serve: --log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		fmt.Fprintf(stderr, "head serve: %v\n", err)
+		return 2
+	}
+	if err := serve(ctx, f, cfg, log); err != nil {
+		log.Error("head serve failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logger) error {
+	st, err := statedir.Load(f.state)
+	if err != nil {
+		return err
+	}
+	agent, err := os.ReadFile(f.agent)
+	if err != nil {
+		return fmt.Errorf("read agent: %w", err)
+	}
+	agentSum := sha256.Sum256(agent)
+	var shim *wire.Shim
+	if f.shim != "" {
+		b, err := os.ReadFile(f.shim)
+		if err != nil {
+			return fmt.Errorf("read shim: %w", err)
+		}
+		shim = &wire.Shim{Name: filepath.Base(f.shim), ContentB64: base64.StdEncoding.EncodeToString(b)}
+	}
+	var command string
+	if f.bootloader != "" {
+		b, err := os.ReadFile(f.bootloader)
+		if err != nil {
+			return fmt.Errorf("read bootloader: %w", err)
+		}
+		command = string(b)
+	}
+	cluster := cfg.Cluster
+	if cluster == "" {
+		cluster = st.Cluster
+	}
+
+	reg, err := registry.Open(registry.Config{Path: st.Path(statedir.Registry), Log: log})
+	if err != nil {
+		return err
+	}
+	block := blocklist.New(time.Now)
+	prov, err := newProvider(f.provider, provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
+	if err != nil {
+		return err
+	}
+	if prov != nil {
+		defer prov.Close()
+	}
+	driver := rentals.New(rentals.Config{Provider: prov, Registry: reg, Blocklist: block, NodeTypes: cfg.NodeTypes,
+		Command: command, Log: log.With("part", "rentals")})
+	defer driver.Close()
+	if err := driver.Reattach(ctx); err != nil {
+		return err
+	}
+
+	lnA, err := net.Listen("tcp", f.listenA)
+	if err != nil {
+		return fmt.Errorf("listen port A: %w", err)
+	}
+	lnB, err := net.Listen("tcp", f.listenB)
+	if err != nil {
+		lnA.Close()
+		return fmt.Errorf("listen port B: %w", err)
+	}
+	lnAdmin, err := admin.Listen(st.Path(statedir.AdminSocket))
+	if err != nil {
+		lnA.Close()
+		lnB.Close()
+		return err
+	}
+	portA, portB := lnA.Addr().(*net.TCPAddr).Port, lnB.Addr().(*net.TCPAddr).Port
+
+	m := &metrics.Metrics{}
+	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
+		Metrics: m, Log: log.With("port", "B")})
+	enr := enroll.New(enroll.Config{
+		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil),
+		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {
+			return portcheck.Check(ctx, portcheck.CheckConfig{}, ip, ports, key)
+		},
+		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
+		Log: log.With("port", "A"),
+		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,
+			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
+	})
+	adm := admin.New(admin.Config{Registry: reg, Blocklist: block, Rentals: driver, NodeTypes: cfg.NodeTypes, Metrics: m,
+		Log: log.With("part", "admin"),
+		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(agentSum[:]), CASHA256: st.CA.Fingerprint()}})
+
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	servers := []struct {
+		name string
+		srv  *http.Server
+		ln   net.Listener
+	}{
+		{"port A", &http.Server{Handler: enr.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+			WriteTimeout: 10 * time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
+			TLSConfig: &tls.Config{Certificates: []tls.Certificate{st.ServerCert}, MinVersion: tls.VersionTLS12}}, lnA},
+		{"port B", &http.Server{Handler: nodes.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
+			TLSConfig: nodeapi.TLSConfig(st.ServerCert)}, lnB},
+		{"admin", &http.Server{Handler: adm.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+			ErrorLog: errLog}, lnAdmin},
+	}
+
+	loopCtx, stopLoops := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	loops.Add(2)
+	go func() { defer loops.Done(); nodes.WatchLost(loopCtx, driver.Destroy) }()
+	go func() {
+		defer loops.Done()
+		nodes.PollHealth(loopCtx, healthpoll.New(healthpoll.Config{CA: st.CA.Pool()}), cfg.HealthFailureThreshold)
+	}()
+
+	serveErr := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			var err error
+			if s.srv.TLSConfig != nil {
+				err = s.srv.ServeTLS(s.ln, "", "")
+			} else {
+				err = s.srv.Serve(s.ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("%s: %w", s.name, err)
+			}
+		}()
+	}
+	log.Info("head serving", "port_a", lnA.Addr().String(), "port_b", lnB.Addr().String(),
+		"admin", st.Path(statedir.AdminSocket), "provider", f.provider, "head_ip", st.HeadIP,
+		"ca_sha256", st.CA.Fingerprint(), "bootstrap_sha256", hex.EncodeToString(agentSum[:]),
+		"heartbeat_interval", cfg.HeartbeatInterval.String(), "node_types", len(cfg.NodeTypes))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: finishing in-flight requests")
+	case runErr = <-serveErr:
+	}
+	stopLoops()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.srv.Shutdown(sctx); err != nil {
+				log.Warn("shutdown", "server", s.name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	loops.Wait()
+	os.Remove(st.Path(statedir.AdminSocket))
+	if runErr == nil {
+		log.Info("stopped")
+	}
+	return runErr
+}
+
+// newProvider builds the built-in provider; nil for "none".
+func newProvider(name string, o provider.Options) (provider.Provider, error) {
+	switch name {
+	case "none", "":
+		return nil, nil
+	case "docker":
+		p, err := docker.New(o)
+		if err != nil {
+			return nil, fmt.Errorf("provider docker: %w", err)
+		}
+		return p, nil
+	case "vast":
+		return nil, errors.New("provider vast: not available in this build")
+	default:
+		return nil, fmt.Errorf("--provider %s: want none, docker or vast", strconv.Quote(name))
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("head status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", "", "state dir of the running head")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: head status --state DIR\n\nPrints the candidates and nodes of the head serving DIR/admin.sock.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *state == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	c := AdminClient(filepath.Join(*state, statedir.AdminSocket))
+	var cands []wire.Candidate
+	var nodes []wire.Node
+	if err := getJSON(ctx, c, "/v1/candidates", &cands); err != nil {
+		fmt.Fprintf(stderr, "head status: %v\n", err)
+		return 1
+	}
+	if err := getJSON(ctx, c, "/v1/nodes", &nodes); err != nil {
+		fmt.Fprintf(stderr, "head status: %v\n", err)
+		return 1
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tREASON")
+	for _, x := range cands {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.CandidateID, x.NodeType, dash(x.InstanceID), dash(x.PublicIP), dash(x.HostID), x.State, dash(x.Reason))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "NODE\tTYPE\tPUBLIC IP\tSTATE\tRAY\tHEALTH\tLAST HEARTBEAT")
+	for _, n := range nodes {
+		hb := "-"
+		if n.LastHeartbeat != nil {
+			hb = time.Since(*n.LastHeartbeat).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.InstanceID, n.NodeType, n.PublicIP, n.State, dash(n.Ray.State), n.Health, hb)
+	}
+	tw.Flush()
+	return 0
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// AdminClient is an HTTP client that talks to the admin socket; request
+// URLs use the host "head".
+func AdminClient(socket string) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}
+}
+
+func getJSON(ctx context.Context, c *http.Client, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://head"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
