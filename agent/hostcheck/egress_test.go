@@ -15,7 +15,7 @@ import (
 
 // whoamiAt starts a real who-am-I server on ip (a loopback address) and
 // returns it as a resolver of kind k. answer nil echoes the source IP.
-func whoamiAt(t *testing.T, k Kind, ip string, answer func(net.IP) net.IP) Resolver {
+func whoamiAt(t testing.TB, k Kind, ip string, answer func(net.IP) net.IP) Resolver {
 	t.Helper()
 	s, err := whoami.Start(net.JoinHostPort(ip, "0"), answer, nil)
 	if err != nil {

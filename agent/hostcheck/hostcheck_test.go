@@ -13,7 +13,7 @@ import (
 // goodContainer is a fake root of a well-behaved vast container on an
 // older kernel: agent is PID 1, own netns with lo and eth0, network
 // capabilities dropped, empty /dev/shm, two GPUs.
-func goodContainer(t *testing.T) string {
+func goodContainer(t testing.TB) string {
 	return tree(t, map[string]string{
 		"proc/self -> 1":                    "",
 		"proc/1/ns/net -> net:[4026532611]": "",

@@ -11,7 +11,7 @@ import (
 // root: "dir/" makes a directory, "link -> target" a symlink (targets like
 // "net:[123]" need not exist, just as in /proc), anything else a file with
 // the value as content.
-func tree(t *testing.T, entries map[string]string) string {
+func tree(t testing.TB, entries map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
 	for k, v := range entries {
@@ -36,7 +36,7 @@ func tree(t *testing.T, entries map[string]string) string {
 	return root
 }
 
-func mkdir(t *testing.T, p string) {
+func mkdir(t testing.TB, p string) {
 	t.Helper()
 	if err := os.MkdirAll(p, 0o755); err != nil {
 		t.Fatal(err)
