@@ -42,6 +42,12 @@ def write_atomic(path, obj):
         raise
 
 
+def say(line):
+    """Write a line to stdout unbuffered: print() from a signal handler that
+    interrupts another print() raises "reentrant call"."""
+    os.write(1, (line + "\n").encode())
+
+
 def try_imports(names):
     """Report, per module name, whether it imports (proves the shim is on sys.path)."""
     got = {}
@@ -84,6 +90,7 @@ def main():
             ignored.append(signum)
             rec["ignored"] = ignored
             write_atomic(path, rec)
+            say("fakeray ignored SIGTERM")
             return
         rec["signal"] = signum
         write_atomic(path, rec)
@@ -94,7 +101,7 @@ def main():
     for s in STOP_SIGNALS:
         signal.signal(s, on_signal)
     write_atomic(path, rec)
-    print("fakeray started", flush=True)
+    say("fakeray started")
     if "--block" not in args:
         return 0  # like `ray start` without --block: daemons started, command returns
     after = os.environ.get("FAKERAY_EXIT_AFTER")
