@@ -42,7 +42,11 @@ func inc[K comparable](m *map[K]uint64, k K) {
 }
 
 // Enrollment counts one POST /enroll by outcome.
-func (m *Metrics) Enrollment(outcome string) { m.mu.Lock(); inc(&m.enrollments, outcome); m.mu.Unlock() }
+func (m *Metrics) Enrollment(outcome string) {
+	m.mu.Lock()
+	inc(&m.enrollments, outcome)
+	m.mu.Unlock()
+}
 
 // Rejection counts one rejection after a valid token by reason.
 func (m *Metrics) Rejection(reason string) { m.mu.Lock(); inc(&m.rejections, reason); m.mu.Unlock() }

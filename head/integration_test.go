@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/internal/fakeagent"
+	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// headProc is one `head serve` process.
+type headProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+}
+
+func buildHead(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "head")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startServe(t *testing.T, bin string, args []string, logPath string) *headProc {
+	t.Helper()
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &headProc{cmd: cmd, done: make(chan struct{}), log: lf}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-p.done; lf.Close() })
+	return p
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *headProc) stop(t *testing.T) int {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("head did not exit within 40 s of SIGTERM")
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func adminDo(t *testing.T, c *http.Client, method, path string, in, out any) int {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://head"+path, body)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+func waitAdmin(t *testing.T, c *http.Client, p *headProc) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-p.done:
+			t.Fatalf("head serve exited: %v", p.cmd.ProcessState)
+		default:
+		}
+		req, _ := http.NewRequest("GET", "http://head/v1/candidates", nil)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+			return
+		}
+	}
+	t.Fatal("admin socket did not answer")
+}
+
+// TestHeadBinary runs the real binary: init, serve, create candidates over
+// admin.sock, enroll one with a client written from SPEC §6, heartbeat,
+// SIGTERM (exit 0), restart, heartbeat again, enroll the candidate made
+// before the restart, SIGTERM during an in-flight enrollment (it finishes,
+// exit 0), and finally grep everything the head wrote for every secret.
+func TestHeadBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the head binary")
+	}
+	bin := buildHead(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	out, err := exec.Command(bin, "init", "--state", state, "--ip", "127.0.0.1", "--cluster", "it").CombinedOutput()
+	if err != nil {
+		t.Fatalf("head init: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "init", "--state", state, "--ip", "127.0.0.1").CombinedOutput(); err == nil {
+		t.Fatalf("second head init succeeded: %s", out)
+	}
+	cfg := `{"cluster":"it","ray":{"head_address":"127.0.0.1:6379"},
+	 "node_types":{"cpu":{"gpus":0,"max_workers":4,"resources":{"CPU":2},"labels":{"k":"v"}}},
+	 "guest_api":{"anonymous_scopes":["guest:version"],"external_issuers":[]},"heartbeat_interval_s":5}`
+	cfgPath := filepath.Join(dir, "config.json")
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+	agentBin := []byte("pretend agent binary " + strconv.Itoa(os.Getpid()))
+	agentPath := filepath.Join(dir, "agent")
+	os.WriteFile(agentPath, agentBin, 0o755)
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	args := []string{"--state", state, "--config", cfgPath, "--agent", agentPath, "--listen-a", addrA, "--listen-b", addrB}
+	logPath := filepath.Join(dir, "head.log")
+
+	// Bad config: exit 2 with the reason.
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(strings.Replace(cfg, "guest:version", "guest:root", 1)), 0o600)
+	badOut, err := exec.Command(bin, "serve", "--state", state, "--config", bad, "--agent", agentPath, "--listen-a", addrA, "--listen-b", addrB).CombinedOutput()
+	if code := exitCode(err); code != 2 || !strings.Contains(string(badOut), "unknown scope") {
+		t.Errorf("bad config: exit %d %s, want 2 naming the unknown scope", code, badOut)
+	}
+
+	p := startServe(t, bin, args, logPath)
+	adm := AdminClient(filepath.Join(state, statedir.AdminSocket))
+	waitAdmin(t, adm, p)
+	if fi, err := os.Stat(filepath.Join(state, statedir.AdminSocket)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin.sock mode %v %v, want 0600", fi.Mode().Perm(), err)
+	}
+
+	var c1, c2 wire.CandidateCreated
+	if st := adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-1", PublicIP: "127.0.4.1", HostID: "h1"}, &c1); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	if st := adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &c2); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	// The external provider learns instance and IP later: PATCH.
+	var patched wire.Candidate
+	if st := adminDo(t, adm, "PATCH", "/v1/candidates/"+c2.CandidateID, wire.CandidatePatch{InstanceID: "it-2", PublicIP: "127.0.4.2"}, &patched); st != 200 || patched.State != wire.StateRunning {
+		t.Fatalf("patch: %d %s", st, patched.State)
+	}
+
+	// A hand-written client following SPEC §5–§6 from the env alone.
+	env := c1.Env
+	agentSum := sha256.Sum256(agentBin)
+	if env[wire.EnvBootstrapSHA256] != hex.EncodeToString(agentSum[:]) || env[wire.EnvHead] != "127.0.0.1" ||
+		env[wire.EnvJoinToken] != c1.JoinToken || env[wire.EnvInstanceID] != "it-1" || env[wire.EnvPublicIP] != "127.0.4.1" {
+		t.Fatalf("env %v", env)
+	}
+	baseA := "https://" + net.JoinHostPort(env[wire.EnvHead], env[wire.EnvPortA])
+	pool := pinCA(t, baseA, env[wire.EnvCASHA256])
+	resp1, node1 := enrollOK(t, baseA, pool, "127.0.4.1", "it-1", c1.JoinToken)
+	baseB := "https://" + net.JoinHostPort(env[wire.EnvHead], strconv.Itoa(resp1.Heartbeat.Port))
+	if env[wire.EnvPortB] != strconv.Itoa(resp1.Heartbeat.Port) || resp1.Heartbeat.IntervalS != 5 {
+		t.Errorf("port B %s vs bundle %+v", env[wire.EnvPortB], resp1.Heartbeat)
+	}
+	hbClient := fakeagent.Client("127.0.4.1", pool, &node1)
+	heartbeat(t, hbClient, baseB, "it-1", 1)
+
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("SIGTERM: exit %d, want 0", code)
+	}
+
+	// Restart: the node keeps heartbeating, the candidate from before enrolls.
+	p = startServe(t, bin, args, logPath)
+	waitAdmin(t, adm, p)
+	heartbeat(t, hbClient, baseB, "it-1", 2)
+	resp2, _ := enrollOK(t, baseA, pool, "127.0.4.2", "it-2", c2.JoinToken)
+
+	var nodes []wire.Node
+	adminDo(t, adm, "GET", "/v1/nodes", nil, &nodes)
+	if len(nodes) != 2 || nodes[0].Seq != 2 || nodes[0].State != wire.StateEnrolled {
+		t.Errorf("nodes after restart: %+v", nodes)
+	}
+
+	// SIGTERM during an enrollment whose port check is slow: it finishes.
+	var c3 wire.CandidateCreated
+	adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-3", PublicIP: "127.0.4.3"}, &c3)
+	silent, err := fakeagent.Start("127.0.4.3", fakeagent.Silent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	type result struct {
+		st   int
+		body string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, b, err := fakeagent.Post(context.Background(), fakeagent.Client("127.0.4.3", pool, nil), baseA+"/enroll", silent.Request("it-3", c3.JoinToken, 0))
+		done <- result{st, string(b), err}
+	}()
+	time.Sleep(500 * time.Millisecond) // the request is in its port check
+	if code := p.stop(t); code != 0 {
+		t.Errorf("SIGTERM during enrollment: exit %d", code)
+	}
+	r := <-done
+	if r.err != nil || r.st != 403 || !strings.Contains(r.body, wire.ReasonPortCheck) {
+		t.Errorf("in-flight enrollment across SIGTERM: %d %s %v, want it answered (403 port_check)", r.st, r.body, r.err)
+	}
+
+	// Secrets never reach the head's output.
+	logs, _ := os.ReadFile(logPath)
+	caKey, _ := os.ReadFile(filepath.Join(state, statedir.CAKey))
+	st, err := statedir.Load(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{
+		"join token 1": c1.JoinToken, "join token 2": c2.JoinToken, "join token 3": c3.JoinToken,
+		"cluster token": st.ClusterToken.Reveal(), "app root key": resp1.AppRootKey,
+		"app root key raw b64url": base64.RawURLEncoding.EncodeToString(st.AppRootKey.Reveal()),
+		"node key 1":              keyBody(resp1.NodeKey), "node key 2": keyBody(resp2.NodeKey), "ca key": keyBody(string(caKey)),
+		"port key": base64.StdEncoding.EncodeToString(silent.PortKey), "health token": "health.token.it-1",
+	}
+	for name, s := range secrets {
+		if s == "" {
+			t.Errorf("secret %s is empty: the test is broken", name)
+			continue
+		}
+		if bytes.Contains(logs, []byte(s)) {
+			t.Errorf("head output contains the %s", name)
+		}
+	}
+	if !bytes.Contains(logs, []byte("enrolled")) || !bytes.Contains(logs, []byte("stopped")) {
+		t.Errorf("head log lacks the expected lines:\n%s", logs)
+	}
+}
+
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// keyBody is a line from the middle of a PEM key, enough to find it in a log.
+func keyBody(pemText string) string {
+	lines := strings.Split(strings.TrimSpace(pemText), "\n")
+	if len(lines) < 3 {
+		return ""
+	}
+	return lines[1]
+}
+
+// pinCA fetches /ca.pem without verifying and checks its fingerprint (SPEC §5 step 2).
+func pinCA(t *testing.T, baseA, want string) *x509.CertPool {
+	t.Helper()
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := insecure.Get(baseA + "/ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cert, err := pki.ParseCert(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pki.Fingerprint(cert.Raw); got != want {
+		t.Fatalf("CA fingerprint %s, env says %s", got, want)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
+}
+
+func enrollOK(t *testing.T, baseA string, pool *x509.CertPool, ip, inst, token string) (wire.EnrollResponse, tls.Certificate) {
+	t.Helper()
+	a, err := fakeagent.Start(ip, fakeagent.Answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	st, body, err := fakeagent.Post(context.Background(), fakeagent.Client(ip, pool, nil), baseA+"/enroll", a.Request(inst, token, 0))
+	if err != nil || st != 200 {
+		t.Fatalf("enroll %s: %d %s %v", inst, st, body, err)
+	}
+	var resp wire.EnrollResponse
+	if err := wire.Decode(bytes.NewReader(body), 1<<20, &resp); err != nil {
+		t.Fatal(err)
+	}
+	kp, err := fakeagent.KeyPair(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, kp
+}
+
+func heartbeat(t *testing.T, c *http.Client, baseB, inst string, seq int64) {
+	t.Helper()
+	hb := wire.Heartbeat{Version: 1, InstanceID: inst, Seq: seq, Ray: wire.RayStatus{State: wire.RayRunning, PID: 7}, HealthToken: "health.token." + inst}
+	st, body, err := fakeagent.Post(context.Background(), c, baseB+"/heartbeat", hb)
+	if err != nil || st != 200 || !strings.Contains(string(body), `"action":"none"`) {
+		t.Fatalf("heartbeat %d: %d %s %v", seq, st, body, err)
+	}
+}
