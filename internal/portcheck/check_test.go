@@ -17,10 +17,15 @@ import (
 )
 
 // A real agent on 64 loopback ports passes, on 127.0.0.1, another loopback
-// address, and ::1 (net.JoinHostPort brackets it).
+// address, ::1 (net.JoinHostPort brackets it), and listening on all
+// addresses (host "") checked through 127.0.0.1.
 func TestCheckAllPortsAnswer(t *testing.T) {
-	for _, host := range []string{"127.0.0.1", "127.0.0.2", "::1"} {
-		t.Run(host, func(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "127.0.0.2", "::1", ""} {
+		t.Run("listen on "+strconv.Quote(host), func(t *testing.T) {
+			ip := host
+			if ip == "" {
+				ip = "127.0.0.1"
+			}
 			if host == "::1" {
 				ln, err := net.Listen("tcp", "[::1]:0")
 				if err != nil {
@@ -30,7 +35,7 @@ func TestCheckAllPortsAnswer(t *testing.T) {
 			}
 			ports := freePorts(t, host, 64)
 			listenAgent(t, host, ports, testKey)
-			if err := Check(context.Background(), CheckConfig{}, host, ports, testKey); err != nil {
+			if err := Check(context.Background(), CheckConfig{}, ip, ports, testKey); err != nil {
 				t.Fatalf("Check = %v, want nil", err)
 			}
 		})
@@ -303,5 +308,41 @@ func TestResponseKnownAnswer(t *testing.T) {
 	want := "2812651ce73492e4d64a45cb934ca1fe235bd520114a1e8b4bc6ed68d52aeb0d"
 	if got != want {
 		t.Fatalf("Response = %s, want %s", got, want)
+	}
+}
+
+// The first failure cancels the rest: connections in flight to silent ports
+// are dropped at once, not left to their own (here endless) timeouts.
+func TestCheckStopsAtFirstFailure(t *testing.T) {
+	ports := freePorts(t, "127.0.0.1", 64)
+	var mu sync.Mutex
+	accepted := 0
+	for _, p := range ports[1:] {
+		fakePort(t, "127.0.0.1", p, func(c net.Conn, _ int) {
+			mu.Lock()
+			accepted++
+			mu.Unlock()
+			io.Copy(io.Discard, c)
+		})
+	}
+	// ports[0] has nothing listening, but is dialled only once the first
+	// silent connections are in flight: a dial hook holds it back.
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])) {
+			waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return accepted >= 3 })
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	cfg := CheckConfig{Concurrency: 4, DialTimeout: time.Hour, ReplyTimeout: time.Hour, Total: time.Hour, Dial: dial}
+	done := make(chan error, 1)
+	go func() { done <- Check(context.Background(), cfg, "127.0.0.1", ports, testKey) }()
+	select {
+	case err := <-done:
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Port != ports[0] || pe.Kind != KindDial {
+			t.Fatalf("Check = %v, want a %q *Error for port %d", err, KindDial, ports[0])
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Check kept waiting on the other ports after a failure")
 	}
 }
