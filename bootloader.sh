@@ -10,7 +10,9 @@
 #   RAYVAST_BOOT_MAXWAIT  cap in seconds of the doubling wait between attempts (default 30)
 die() { echo "bootloader: $*" >&2; exit 1; }
 [ -n "$RAYVAST_HEAD" ] || die "RAYVAST_HEAD is not set (the head's IP)"
-case $RAYVAST_PORT_A in ''|*[!0-9]*) die "RAYVAST_PORT_A is not a port number";; esac
+A=$RAYVAST_PORT_A
+case $A in ''|*[!0-9]*|??????*) A=0;; esac
+[ $A -ge 1 ] && [ $A -le 65535 ] || die "RAYVAST_PORT_A is not a port number (1-65535)"
 S=$RAYVAST_BOOTSTRAP_SHA256
 case $S in *[!0-9a-f]*) S=;; esac
 [ ${#S} = 64 ] || die "RAYVAST_BOOTSTRAP_SHA256 is not 64 lowercase hex digits"
@@ -25,7 +27,7 @@ done
 # An IPv6 literal needs brackets in a URL.
 H=$RAYVAST_HEAD
 case $H in \[*) ;; *:*) H="[$H]";; esac
-U="https://$H:$RAYVAST_PORT_A/bootstrap"
+U="https://$H:$A/bootstrap"
 D=$(mktemp -d) && chmod 700 "$D" || die "cannot make a private temp dir"
 F=$D/agent
 trap 'rm -rf "$D"' EXIT
