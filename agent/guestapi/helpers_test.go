@@ -167,7 +167,13 @@ func (r *running) raw(t *testing.T, method, target, token string) (int, http.Hea
 // token mints an ops token for the scopes (names), valid at testNow.
 func token(t *testing.T, scopes ...string) string {
 	t.Helper()
-	tok, err := guestauth.Mint(opsKey, guestauth.MintRequest{Iss: "ops", Aud: []string{testApp}, Scopes: scopes, TTL: time.Hour, Now: testNow})
+	return tokenAt(t, testNow, scopes...)
+}
+
+// tokenAt mints an ops token for the scopes, valid at now.
+func tokenAt(t *testing.T, now time.Time, scopes ...string) string {
+	t.Helper()
+	tok, err := guestauth.Mint(opsKey, guestauth.MintRequest{Iss: "ops", Aud: []string{testApp}, Scopes: scopes, TTL: time.Hour, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,3 +190,5 @@ func assertNoSecrets(t *testing.T, log string, secrets ...string) {
 		}
 	}
 }
+
+func nilKey() secret.Bytes { return secret.Bytes{} }
