@@ -1,0 +1,143 @@
+package healthpoll
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/agent/guestapi"
+	"github.com/rayvast/rayvast/internal/guestauth"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/secret"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+var root = bytes.Repeat([]byte{5}, 32)
+
+// node starts a real guest API with a node cert for 127.0.0.1 from a fresh
+// CA and returns the CA and the port.
+func node(t *testing.T, policy wire.GuestAPIPolicy) (*pki.CA, int) {
+	t.Helper()
+	ca, _, err := pki.NewCA(nil, "test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ca.IssueNode(nil, pki.NodeRequest{InstanceID: "i-1", PublicIP: netip.MustParseAddr("127.0.0.1"), Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := guestapi.New(guestapi.Config{AppID: "app", AppRootKey: secret.NewBytes(root), Policy: policy,
+		NodeCertPEM: n.CertPEM, NodeKeyPEM: n.KeyPEM, CACertPEM: ca.CertPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTCP(l)
+	t.Cleanup(func() { srv.Close() })
+	return ca, l.Addr().(*net.TCPAddr).Port
+}
+
+// TestCheck: the node's own health token passes over HTTPS verified against
+// the CA; no token, a stale token, another app's token, another CA and a
+// closed port all fail, and no error quotes the token.
+func TestCheck(t *testing.T) {
+	ca, port := node(t, wire.GuestAPIPolicy{})
+	good, err := guestauth.MintHealthToken("app", root, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := guestauth.MintHealthToken("app", root, time.Now().Add(-2*time.Hour))
+	otherApp, _ := guestauth.MintHealthToken("other", root, time.Now())
+	p := New(Config{CA: ca.Pool()})
+	ctx := context.Background()
+	if err := p.Check(ctx, "127.0.0.1", port, good); err != nil {
+		t.Fatalf("good token: %v", err)
+	}
+	for name, tok := range map[string]string{"none": "", "stale": stale, "other app": otherApp, "garbage": "x.y.z"} {
+		err := p.Check(ctx, "127.0.0.1", port, tok)
+		if err == nil || !strings.Contains(err.Error(), "status 401") {
+			t.Errorf("%s: got %v, want a 401 failure", name, err)
+		}
+		if tok != "" && err != nil && strings.Contains(err.Error(), tok) {
+			t.Errorf("%s: error quotes the token", name)
+		}
+	}
+	other, _, _ := pki.NewCA(nil, "other", time.Now())
+	if err := New(Config{CA: other.Pool()}).Check(ctx, "127.0.0.1", port, good); err == nil {
+		t.Error("node cert accepted against another CA")
+	}
+	if err := New(Config{}).Check(ctx, "127.0.0.1", port, good); err == nil {
+		t.Error("checked without a CA")
+	}
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	if err := p.Check(ctx, "127.0.0.1", closed, good); err == nil {
+		t.Error("closed port healthy")
+	}
+}
+
+// TestCheckTimeout: a node that accepts but never answers fails within the
+// poller's timeout instead of hanging the head.
+func TestCheckTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan net.Conn, 8)
+	defer func() {
+		l.Close()
+		for {
+			select {
+			case c := <-conns:
+				c.Close()
+			default:
+				return
+			}
+		}
+	}()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c // held open, never answered
+		}
+	}()
+	ca, _, _ := pki.NewCA(nil, "t", time.Now())
+	err = New(Config{CA: ca.Pool(), Timeout: 200 * time.Millisecond}).Check(context.Background(), "127.0.0.1", l.Addr().(*net.TCPAddr).Port, "t")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want a deadline error", err)
+	}
+}
+
+// TestStreak: unhealthy at the threshold-th consecutive failure (401s
+// included), healthy again at the first success.
+func TestStreak(t *testing.T) {
+	fail := errors.New("health poll: status 401")
+	s := Streak{Threshold: 3}
+	steps := []struct {
+		err      error
+		health   string
+		failures int
+	}{
+		{fail, wire.HealthUnknown, 1}, {fail, wire.HealthUnknown, 2}, {fail, wire.HealthUnhealthy, 3},
+		{fail, wire.HealthUnhealthy, 4}, {nil, wire.HealthHealthy, 0}, {fail, wire.HealthHealthy, 1},
+		{fail, wire.HealthHealthy, 2}, {fail, wire.HealthUnhealthy, 3},
+	}
+	for i, st := range steps {
+		h, n := s.Record(st.err)
+		if h != st.health || n != st.failures {
+			t.Errorf("step %d: got %s/%d, want %s/%d", i, h, n, st.health, st.failures)
+		}
+	}
+}
