@@ -37,11 +37,11 @@ const (
 )
 
 type options struct {
-	state, cluster, image, fakeray, agent string
-	timeout                               time.Duration
-	interval                              int
-	noWait                                bool
-	serveArgs                             []string
+	state, cluster, image, fakeray, agent, bootloader, head string
+	timeout                                                 time.Duration
+	interval                                                int
+	noWait                                                  bool
+	serveArgs                                               []string
 }
 
 type listFlag []string
@@ -61,6 +61,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.image, "image", "", "candidate image (default: build or reuse the cached rayvast-candidate image)")
 	fs.StringVar(&o.fakeray, "fakeray", "", "stand-in ray package for the image (default: test/fakeray of the repo)")
 	fs.StringVar(&o.agent, "agent", "", "agent binary the head serves (default: agent next to this binary, then bin/agent)")
+	fs.StringVar(&o.bootloader, "bootloader", "", "bootloader.sh, the containers' command (default: next to this binary's dir, then ./bootloader.sh)")
+	fs.StringVar(&o.head, "head", "", "head binary to run init and serve with (default: this binary)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for the candidates after this long")
 	fs.IntVar(&o.interval, "heartbeat-interval", 10, "heartbeat interval in seconds")
 	fs.BoolVar(&o.noWait, "no-wait", false, "clean up right after the summary instead of waiting for Ctrl-C")
@@ -123,8 +125,15 @@ func (d *demo) run(ctx context.Context) int {
 	if err != nil {
 		return d.fail("find my own binary: %v", err)
 	}
+	if d.o.head != "" {
+		exe = d.o.head
+	}
 	d.exe = exe
-	agent, err := d.findAgent()
+	agent, err := d.findFile(d.o.agent, "agent", filepath.Join(filepath.Dir(exe), "agent"), "bin/agent")
+	if err != nil {
+		return d.fail("%v", err)
+	}
+	boot, err := d.findFile(d.o.bootloader, "bootloader.sh", filepath.Join(filepath.Dir(exe), "..", "bootloader.sh"), "bootloader.sh")
 	if err != nil {
 		return d.fail("%v", err)
 	}
@@ -153,7 +162,7 @@ func (d *demo) run(ctx context.Context) int {
 	if err := d.initState(ctx, gw); err != nil {
 		return d.fail("%v", err)
 	}
-	admin, err := d.startServe(ctx, gw, agent, img)
+	admin, err := d.startServe(ctx, gw, agent, boot, img)
 	if err != nil {
 		return d.fail("%v", err)
 	}
@@ -197,17 +206,18 @@ func exitCode(ok bool) int {
 
 func (d *demo) mine(cluster string) bool { return cluster == d.o.cluster }
 
-func (d *demo) findAgent() (string, error) {
-	cands := []string{d.o.agent}
-	if d.o.agent == "" {
-		cands = []string{filepath.Join(filepath.Dir(d.exe), "agent"), "bin/agent"}
+// findFile returns flag's file, or the first default that exists.
+func (d *demo) findFile(flagValue, what string, defaults ...string) (string, error) {
+	cands := defaults
+	if flagValue != "" {
+		cands = []string{flagValue}
 	}
 	for _, c := range cands {
 		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
 			return filepath.Abs(c)
 		}
 	}
-	return "", fmt.Errorf("no agent binary (tried %s): run ./build.sh first", strings.Join(cands, ", "))
+	return "", fmt.Errorf("no %s (tried %s): run me from the repo root after ./build.sh", what, strings.Join(cands, ", "))
 }
 
 // initState makes the state dir and runs `head init` in it.
@@ -249,7 +259,7 @@ func (d *demo) config(gw string) wire.Config {
 
 // startServe runs `head serve --provider docker` in its own process group
 // (Ctrl-C reaches the demo only, which then stops the head in order).
-func (d *demo) startServe(ctx context.Context, gw, agent, img string) (*adminClient, error) {
+func (d *demo) startServe(ctx context.Context, gw, agent, boot, img string) (*adminClient, error) {
 	cfgPath := filepath.Join(d.workDir, "config.json")
 	b, _ := json.MarshalIndent(d.config(gw), "", "  ")
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
@@ -263,7 +273,7 @@ func (d *demo) startServe(ctx context.Context, gw, agent, img string) (*adminCli
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"serve", "--state", d.stateDir, "--config", cfgPath, "--agent", agent,
+	args := []string{"serve", "--state", d.stateDir, "--config", cfgPath, "--agent", agent, "--bootloader", boot,
 		"--listen-a", net.JoinHostPort(gw, portA), "--listen-b", net.JoinHostPort(gw, portB), "--provider", "docker"}
 	args = append(args, d.o.serveArgs...)
 	cmd := exec.Command(d.exe, args...)

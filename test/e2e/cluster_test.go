@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Short heartbeats so `lost` (3 intervals) comes within seconds.
+const heartbeatInterval = 2
+
+// Node types of the suite's config; unsafeType is rented with NET_RAW kept.
+const (
+	safeType   = "cpu"
+	unsafeType = "cpu-unsafe"
+)
+
+// cluster is one head process with its own state dir, Docker network and
+// containers; all removed at the end of the test.
+type cluster struct {
+	t        *testing.T
+	name     string
+	dir      string
+	state    string
+	gw       string
+	args     []string // head serve's
+	env      []string
+	provider string
+
+	mu      sync.Mutex
+	head    *exec.Cmd
+	done    chan struct{}
+	headLog *lockedBuffer
+	admin   *http.Client
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newCluster makes the network, runs `head init` and starts `head serve`
+// with the given provider ("docker" or "none").
+func newCluster(t *testing.T, provider string) *cluster {
+	t.Helper()
+	needSuite(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("%s%s-%d", clusterPrefix, strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano()%1e6)
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	c := &cluster{t: t, name: name, dir: t.TempDir(), provider: provider, headLog: &lockedBuffer{}}
+	t.Cleanup(func() {
+		c.stopHead()
+		if t.Failed() {
+			t.Logf("head log of %s:\n%s", name, c.headLog.String())
+			c.dumpContainers()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := docker.Cleanup(ctx, suite.eng, func(cl string) bool { return cl == name }); err != nil {
+			t.Errorf("cleanup %s: %v", name, err)
+		}
+	})
+	netw, _, err := docker.EnsureNetwork(ctx, suite.eng, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.gw = netw.Gateway.String()
+	c.state = filepath.Join(c.dir, "state")
+	initCmd := exec.Command(suite.head, "init", "--state", c.state, "--ip", c.gw, "--cluster", name)
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		t.Fatalf("head init: %v\n%s", err, out)
+	}
+	cfg := wire.Config{
+		Cluster: name,
+		Ray:     wire.RayHead{HeadAddress: net.JoinHostPort(c.gw, "6379")},
+		NodeTypes: map[string]wire.NodeType{
+			safeType:   {GPUs: 0, MaxWorkers: 4, Resources: map[string]float64{}, Labels: map[string]string{}},
+			unsafeType: {GPUs: 0, MaxWorkers: 1, Resources: map[string]float64{}, Labels: map[string]string{}},
+		},
+		GuestAPI:           wire.GuestAPIPolicy{AnonymousScopes: []string{"guest:health"}},
+		HeartbeatIntervalS: heartbeatInterval,
+	}
+	b, _ := json.Marshal(cfg)
+	cfgPath := filepath.Join(c.dir, "config.json")
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.args = []string{"serve", "--state", c.state, "--config", cfgPath, "--agent", suite.agent, "--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
+		"--listen-a", net.JoinHostPort(c.gw, freePort(t, c.gw)), "--listen-b", net.JoinHostPort(c.gw, freePort(t, c.gw)),
+		"--provider", provider}
+	c.env = append(os.Environ(), docker.EnvImage+"="+suite.image, docker.EnvUnsafeNodeTypes+"="+unsafeType)
+	sock := filepath.Join(c.state, "admin.sock")
+	c.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	c.startHead()
+	return c
+}
+
+func freePort(t *testing.T, ip string) string {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}
+
+// startHead starts `head serve` and waits for its admin API.
+func (c *cluster) startHead() {
+	c.t.Helper()
+	cmd := exec.Command(suite.head, c.args...)
+	cmd.Env = c.env
+	cmd.Stdout, cmd.Stderr = c.headLog, c.headLog
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	c.mu.Lock()
+	c.head, c.done = cmd, done
+	c.mu.Unlock()
+	waitFor(c.t, 30*time.Second, "head admin API", func() (bool, string) {
+		select {
+		case <-done:
+			c.t.Fatalf("head serve exited: %v\n%s", cmd.ProcessState, c.headLog.String())
+		default:
+		}
+		var cands []wire.Candidate
+		err := c.get("/v1/candidates", &cands)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// stopHead sends SIGTERM and waits (SIGKILL after 15 s).
+func (c *cluster) stopHead() {
+	c.mu.Lock()
+	cmd, done := c.head, c.done
+	c.head = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		c.t.Errorf("head did not stop on SIGTERM within 15 s")
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (c *cluster) do(method, path string, in, out any, want int) error {
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://admin"+path, body)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.admin.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out == nil {
+		return nil
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' { // a list wrapped in an object
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(b, &obj); err == nil {
+			for _, v := range obj {
+				if v = bytes.TrimSpace(v); len(v) > 0 && v[0] == '[' {
+					b = v
+					break
+				}
+			}
+		}
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (c *cluster) get(path string, out any) error {
+	return c.do(http.MethodGet, path, nil, out, http.StatusOK)
+}
+
+// createCandidate asks the head for a candidate of a node type.
+func (c *cluster) createCandidate(nodeType string) wire.CandidateCreated {
+	c.t.Helper()
+	var out wire.CandidateCreated
+	if err := c.do(http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: nodeType}, &out, http.StatusCreated); err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+func (c *cluster) candidate(id string) wire.Candidate {
+	c.t.Helper()
+	var cands []wire.Candidate
+	if err := c.get("/v1/candidates", &cands); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, x := range cands {
+		if x.CandidateID == id {
+			return x
+		}
+	}
+	c.t.Fatalf("candidate %s not listed", id)
+	return wire.Candidate{}
+}
+
+func (c *cluster) node(instanceID string) (wire.Node, bool) {
+	var nodes []wire.Node
+	if err := c.get("/v1/nodes", &nodes); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.InstanceID == instanceID {
+			return n, true
+		}
+	}
+	return wire.Node{}, false
+}
+
+// waitFor polls cond every 250 ms until it holds; after limit it fails the
+// test with cond's last explanation. Limits are generous: they bound a hang,
+// they do not measure speed.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s: %s", limit, what, why)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// dumpContainers logs every container of the cluster with its logs, for a
+// failed test.
+func (c *cluster) dumpContainers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := suite.eng.ListContainers(ctx, docker.LabelCluster+"="+c.name)
+	if err != nil {
+		return
+	}
+	for _, ct := range cs {
+		out, errOut, _ := suite.eng.ContainerLogs(ctx, ct.ID)
+		c.t.Logf("container %v (%s):\n%s%s", ct.Names, ct.Status, out, errOut)
+	}
+}

@@ -1,0 +1,133 @@
+// Package e2e runs rayvast end to end on the local Docker Engine: a real
+// head process (`head serve --provider docker`), real containers of the
+// locally built candidate image running bootloader.sh, the real agent and
+// the stand-in Ray. It needs root and Docker; without them it skips loudly,
+// and with CI=true it fails instead.
+//
+// TestMain builds bin/head and bin/agent once (CGO_ENABLED=0) and the image
+// once, removes leftovers of earlier runs by label, and removes every
+// container and network of its clusters when it ends, failed tests included.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/dockerengine"
+)
+
+// clusterPrefix names every cluster this suite makes, so cleanup by label
+// never touches a demo or another user's cluster.
+const clusterPrefix = "e2e-"
+
+// The stand-in Ray exits with this code on SIGTERM (baked into the suite's
+// image), so `docker stop` can show the code crossing agent and container.
+const rayExitCode = 42
+
+var suite struct {
+	repo      string // repo root
+	head      string // built binaries
+	agent     string
+	image     string
+	eng       *dockerengine.Client
+	skip      string // why the suite does not run here
+	bootCode  string // bootloader.sh's text, for the hash-mismatch rental
+	buildTime time.Duration
+}
+
+func isOurs(cluster string) bool { return strings.HasPrefix(cluster, clusterPrefix) }
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	skip, err := setup()
+	if err == nil && skip != "" && os.Getenv("CI") == "true" {
+		err = fmt.Errorf("%s (CI=true: the suite must run)", skip)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
+		return 1
+	}
+	if skip != "" {
+		suite.skip = skip
+		fmt.Fprintf(os.Stderr, "\n*** e2e: SKIPPING the end-to-end suite: %s ***\n\n", skip)
+		return m.Run() // every test skips with the reason
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := docker.Cleanup(ctx, suite.eng, isOurs); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: final cleanup: %v\n", err)
+		}
+	}()
+	return m.Run()
+}
+
+// setup returns why the suite cannot run here (skip), or an error when it
+// should run and something is broken.
+func setup() (skip string, err error) {
+	if os.Geteuid() != 0 {
+		return fmt.Sprintf("not root (euid %d): the suite rents Docker containers and listens on a Docker network", os.Geteuid()), nil
+	}
+	suite.eng = dockerengine.New("")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if _, err := suite.eng.Version(ctx); err != nil {
+		return fmt.Sprintf("no Docker Engine: %v", err), nil
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		return "", err
+	}
+	suite.repo = repo
+	// Leftovers of a run that was killed before its cleanup.
+	_ = docker.Cleanup(ctx, suite.eng, isOurs)
+
+	bin, err := os.MkdirTemp("", "rayvast-e2e-bin-")
+	if err != nil {
+		return "", err
+	}
+	suite.head, suite.agent = filepath.Join(bin, "head"), filepath.Join(bin, "agent")
+	for out, pkg := range map[string]string{suite.head: "./head", suite.agent: "./agent"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	boot, err := os.ReadFile(filepath.Join(repo, "bootloader.sh"))
+	if err != nil {
+		return "", err
+	}
+	suite.bootCode = string(boot)
+	start := time.Now()
+	suite.image, err = docker.BuildImage(ctx, docker.ImageConfig{
+		Engine:     suite.eng,
+		FakerayDir: filepath.Join(repo, "test", "fakeray"),
+		Env:        []string{fmt.Sprintf("FAKERAY_EXIT_CODE=%d", rayExitCode)},
+	})
+	if err != nil {
+		return "", fmt.Errorf("build image: %w", err)
+	}
+	suite.buildTime = time.Since(start)
+	fmt.Fprintf(os.Stderr, "e2e: image %s ready in %s\n", suite.image, suite.buildTime.Round(time.Millisecond))
+	return "", nil
+}
+
+// needSuite skips (or fails: see run) a test when the suite cannot run.
+func needSuite(t *testing.T) {
+	t.Helper()
+	if suite.skip != "" {
+		t.Skipf("SKIP e2e: %s", suite.skip)
+	}
+}
