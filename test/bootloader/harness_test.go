@@ -31,7 +31,7 @@ printf '%s\n' "pid=$$" "python=$RAYVAST_PYTHON" "self=$0" "args=$*" "token=$RAYV
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-func ciFatalOrSkip(t *testing.T, format string, args ...any) {
+func ciFatalOrSkip(t testing.TB, format string, args ...any) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("CI=true: "+format, args...)
@@ -39,7 +39,7 @@ func ciFatalOrSkip(t *testing.T, format string, args ...any) {
 	t.Skipf("SKIPPING (not CI): "+format, args...)
 }
 
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -48,9 +48,9 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-func scriptPath(t *testing.T) string { return filepath.Join(repoRoot(t), "bootloader.sh") }
+func scriptPath(t testing.TB) string { return filepath.Join(repoRoot(t), "bootloader.sh") }
 
-func fakerayDir(t *testing.T) string { return filepath.Join(repoRoot(t), "test", "fakeray") }
+func fakerayDir(t testing.TB) string { return filepath.Join(repoRoot(t), "test", "fakeray") }
 
 // shell is one POSIX shell the bootloader must run under.
 type shell struct {
@@ -81,7 +81,7 @@ func forEachShell(t *testing.T, f func(t *testing.T, sh shell)) {
 
 // pythons returns the distinct real interpreters on this machine (pyenv's,
 // Debian's), so the tests do not depend on which one python3 is.
-func pythons(t *testing.T) []string {
+func pythons(t testing.TB) []string {
 	t.Helper()
 	seen := map[string]bool{}
 	var out []string
@@ -120,7 +120,7 @@ func (h *head) port() string {
 
 // newHead starts (unless ln is given and nil-started later) an HTTPS server on
 // ln, or on 127.0.0.1:0 when ln is nil.
-func newHead(t *testing.T, ln net.Listener, serve func(n int32, w http.ResponseWriter, r *http.Request)) *head {
+func newHead(t testing.TB, ln net.Listener, serve func(n int32, w http.ResponseWriter, r *http.Request)) *head {
 	t.Helper()
 	h := &head{}
 	h.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +166,7 @@ type setup struct {
 	env   env
 }
 
-func newSetup(t *testing.T, python string) *setup {
+func newSetup(t testing.TB, python string) *setup {
 	t.Helper()
 	s := &setup{tmp: t.TempDir(), agent: []byte(agentScript)}
 	s.mark = filepath.Join(t.TempDir(), "agent-ran")
@@ -199,7 +199,7 @@ type proc struct {
 
 // start runs prefix… bootloader.sh args… with e. The context's deadline only
 // guards against a hung run; no assertion depends on timing.
-func start(t *testing.T, prefix []string, e env, args ...string) *proc {
+func start(t testing.TB, prefix []string, e env, args ...string) *proc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	argv := append(append(append([]string{}, prefix...), scriptPath(t)), args...)
@@ -239,7 +239,7 @@ type result struct {
 
 // wait ends the run and checks the rule every run must keep: the join token
 // is never printed.
-func (p *proc) wait(t *testing.T) result {
+func (p *proc) wait(t testing.TB) result {
 	t.Helper()
 	<-p.eof
 	p.cmd.Wait()
@@ -253,13 +253,13 @@ func (p *proc) wait(t *testing.T) result {
 	return r
 }
 
-func run(t *testing.T, prefix []string, e env, args ...string) result {
+func run(t testing.TB, prefix []string, e env, args ...string) result {
 	t.Helper()
 	return start(t, prefix, e, args...).wait(t)
 }
 
 // waitForLines blocks until n stderr lines containing sub have been seen.
-func (p *proc) waitForLines(t *testing.T, sub string, n int) {
+func (p *proc) waitForLines(t testing.TB, sub string, n int) {
 	t.Helper()
 	for seen := 0; seen < n; {
 		select {
@@ -274,7 +274,7 @@ func (p *proc) waitForLines(t *testing.T, sub string, n int) {
 }
 
 // agentRan parses the agent's marker file; ok is false when it does not exist.
-func agentRan(t *testing.T, mark string) (got map[string]string, ok bool) {
+func agentRan(t testing.TB, mark string) (got map[string]string, ok bool) {
 	t.Helper()
 	b, err := os.ReadFile(mark)
 	if os.IsNotExist(err) {
@@ -293,7 +293,7 @@ func agentRan(t *testing.T, mark string) (got map[string]string, ok bool) {
 
 // assertNothingRan checks a refused run: non-zero exit, no agent, and no file
 // left in TMPDIR (the download was deleted).
-func assertNothingRan(t *testing.T, s *setup, r result) {
+func assertNothingRan(t testing.TB, s *setup, r result) {
 	t.Helper()
 	if r.code == 0 {
 		t.Errorf("exit code 0, want non-zero; stderr:\n%s", r.stderr)
