@@ -214,6 +214,45 @@ func TestHeadBinary(t *testing.T) {
 		t.Errorf("nodes after restart: %+v", nodes)
 	}
 
+	// DELETE: the node's heartbeats are refused from then on.
+	node2, _ := fakeagent.KeyPair(resp2)
+	hb2 := fakeagent.Client("127.0.4.2", pool, &node2)
+	heartbeat(t, hb2, baseB, "it-2", 1)
+	if st := adminDo(t, adm, "DELETE", "/v1/candidates/"+c2.CandidateID, nil, nil); st != 204 {
+		t.Errorf("DELETE: %d", st)
+	}
+	if st, body, _ := fakeagent.Post(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 1, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"forbidden"}` {
+		t.Errorf("heartbeat after DELETE: %d %s, want 403 forbidden", st, body)
+	}
+
+	// Slow clients are cut off in seconds, not minutes.
+	slowA, slowB := slowClientCut(t, addrA), slowClientCut(t, addrB)
+
+	// Metrics and head status see what happened.
+	mreq, _ := http.NewRequest("GET", "http://head/metrics", nil)
+	mresp, err := adm.Do(mreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtext, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{`rayvast_enrollments_total{outcome="enrolled"} 1`, `rayvast_heartbeats_total 2`,
+		`rayvast_nodes{state="enrolled"} 1`, `rayvast_nodes{state="ended"} 1`, `rayvast_refusals_total{endpoint="port_b",reason="not_enrolled_or_ended"} 1`} {
+		if !strings.Contains(string(mtext), want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, mtext)
+		}
+	}
+	statusOut, err := exec.Command(bin, "status", "--state", state).CombinedOutput()
+	if err != nil || !strings.Contains(string(statusOut), "it-1") || !strings.Contains(string(statusOut), c2.CandidateID) {
+		t.Errorf("head status: %v\n%s", err, statusOut)
+	}
+	if d := <-slowA; d > 20*time.Second {
+		t.Errorf("a silent client held port A for %v", d)
+	}
+	if d := <-slowB; d > 20*time.Second {
+		t.Errorf("a silent client held port B for %v", d)
+	}
+
 	// SIGTERM during an enrollment whose port check is slow: it finishes.
 	var c3 wire.CandidateCreated
 	adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-3", PublicIP: "127.0.4.3"}, &c3)
@@ -338,5 +377,46 @@ func heartbeat(t *testing.T, c *http.Client, baseB, inst string, seq int64) {
 	st, body, err := fakeagent.Post(context.Background(), c, baseB+"/heartbeat", hb)
 	if err != nil || st != 200 || !strings.Contains(string(body), `"action":"none"`) {
 		t.Fatalf("heartbeat %d: %d %s %v", seq, st, body, err)
+	}
+}
+
+// slowClientCut opens a connection that sends half a TLS hello and then
+// nothing, and reports how long the head kept it open.
+func slowClientCut(t *testing.T, addr string) <-chan time.Duration {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan time.Duration, 1)
+	go func() {
+		defer c.Close()
+		start := time.Now()
+		c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00}) // a record header promising 512 bytes
+		c.SetReadDeadline(time.Now().Add(60 * time.Second))
+		io.Copy(io.Discard, c)
+		out <- time.Since(start)
+	}()
+	return out
+}
+
+// TestHelp: every subcommand answers --help with exit 0 and its usage line.
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"init", "serve", "status"} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{cmd, "--help"}, &out, &errb)
+		if code != 0 || !strings.Contains(errb.String()+out.String(), "usage: head "+cmd) {
+			t.Errorf("head %s --help: exit %d, %q", cmd, code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "serve") {
+		t.Errorf("head --help: %d %q", code, out.String())
+	}
+	if code := run(context.Background(), []string{"frobnicate"}, &out, &errb); code != 2 {
+		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+	if code := run(context.Background(), []string{"serve", "--state", "x"}, &out, &errb); code != 2 {
+		t.Errorf("serve without required flags: exit %d, want 2", code)
 	}
 }
