@@ -55,13 +55,17 @@ func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 var nodeTypes = map[string]wire.NodeType{
-	"gpu1": {GPUs: 1, MaxWorkers: 8, Resources: map[string]float64{"a100": 1}, Labels: map[string]string{"zone": "x"}},
-	"tiny": {GPUs: 0, MaxWorkers: 1},
+	"gpu1":  {GPUs: 1, MaxWorkers: 8, Resources: map[string]float64{"a100": 1}, Labels: map[string]string{"zone": "x"}},
+	"tiny":  {GPUs: 0, MaxWorkers: 1},
+	"bench": {GPUs: 0, MaxWorkers: 1 << 30},
 }
 
 var clusterToken = secret.New("cluster-token-Zm9vYmFyYmF6cXV4cXV1eA")
 
-func newHead(t testing.TB) *testHead {
+func newHead(t testing.TB) *testHead { return newHeadAt(t, "") }
+
+// newHeadAt keeps the registry at statePath ("" = in memory).
+func newHeadAt(t testing.TB, statePath string) *testHead {
 	clk := &clock{t: time.Now()}
 	ca, _, err := pki.NewCA(nil, "test", clk.Now())
 	if err != nil {
@@ -71,7 +75,7 @@ func newHead(t testing.TB) *testHead {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.Open(registry.Config{Now: clk.Now})
+	reg, err := registry.Open(registry.Config{Path: statePath, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
