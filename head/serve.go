@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	rayvast "github.com/rayvast/rayvast"
 	"github.com/rayvast/rayvast/head/admin"
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/config"
@@ -59,7 +60,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.config, "config", "", "config file (JSON, SPEC §8)")
 	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap")
 	fs.StringVar(&f.shim, "shim", "", "optional Python file put first on Ray's PYTHONPATH")
-	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh, the command of built-in rentals (default: none)")
+	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh, the command of built-in rentals (default: the one built into head)")
 	fs.StringVar(&f.listenA, "listen-a", "", "port A address (HTTPS enrollment), e.g. 203.0.113.1:8443")
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (mutual TLS heartbeats), e.g. 203.0.113.1:8444")
 	fs.StringVar(&f.provider, "provider", "none", "none (external provider via the admin API), docker or vast")
@@ -123,7 +124,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		}
 		shim = &wire.Shim{Name: filepath.Base(f.shim), ContentB64: base64.StdEncoding.EncodeToString(b)}
 	}
-	var command string
+	command := rayvast.Bootloader()
 	if f.bootloader != "" {
 		b, err := os.ReadFile(f.bootloader)
 		if err != nil {
