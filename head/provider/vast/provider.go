@@ -1,0 +1,355 @@
+package vast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/internal/secret"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Environment knobs of `head serve --provider vast` (Options are fixed, like
+// the docker provider's).
+const (
+	EnvAPIKey     = "VAST_API_KEY"              // the key itself (removed from the head's env once read)
+	EnvAPIKeyFile = "RAYVAST_VAST_API_KEY_FILE" // or a file holding it
+	EnvBaseURL    = "RAYVAST_VAST_URL"          // default DefaultBaseURL; tools/fakevast for tests
+	EnvSettings   = "RAYVAST_VAST_CONFIG"       // JSON Settings file
+)
+
+// Settings say what to rent per node type. Read from the JSON file named by
+// RAYVAST_VAST_CONFIG; every field is optional.
+type Settings struct {
+	BaseURL    string               `json:"base_url,omitempty"`
+	APIKeyFile string               `json:"api_key_file,omitempty"`
+	Image      string               `json:"image,omitempty"`   // default image of every node type
+	DiskGB     float64              `json:"disk_gb,omitempty"` // default 16
+	NodeTypes  map[string]OfferSpec `json:"node_types,omitempty"`
+}
+
+// OfferSpec narrows the offer search of one node type. The GPU count is the
+// node type's gpus.
+type OfferSpec struct {
+	GPUName string  `json:"gpu_name,omitempty"` // vast's gpu_name, e.g. "RTX 4090"; "" = any
+	MaxDPH  float64 `json:"max_dph,omitempty"`  // $/hour cap; 0 = any
+	Image   string  `json:"image,omitempty"`
+	DiskGB  float64 `json:"disk_gb,omitempty"`
+}
+
+// DefaultImage runs the bootloader when Settings name none: it has python3
+// (Ray's images are the usual choice; set "image").
+const DefaultImage = "rayproject/ray:latest-gpu"
+
+// Blocklist is what the provider reads of the head's blocklist: the host IDs
+// it must not rent on (head/blocklist.List satisfies it).
+type Blocklist interface {
+	Entries() []wire.BlockEntry
+}
+
+// Config builds a Provider.
+type Config struct {
+	Client    *Client
+	Cluster   string
+	Settings  Settings
+	Blocklist Blocklist // nil: nothing blocked
+	Log       *slog.Logger
+}
+
+// Provider rents instances on vast.ai.
+type Provider struct {
+	cfg    Config
+	prefix string // label prefix of this cluster's rentals
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	machines map[int64]map[int64]bool // host_id → machine_ids seen on it
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New is the head's factory for `--provider vast`: settings from
+// RAYVAST_VAST_CONFIG, the base URL from RAYVAST_VAST_URL (or the settings),
+// the API key from VAST_API_KEY or a file (RAYVAST_VAST_API_KEY_FILE or the
+// settings' api_key_file). The key is never logged nor put in a rental.
+func New(opts provider.Options, block Blocklist) (provider.Provider, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var st Settings
+	if path := os.Getenv(EnvSettings); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("vast provider: %s: %w", EnvSettings, err)
+		}
+		if err := wire.Decode(strings.NewReader(string(b)), 1<<20, &st); err != nil {
+			return nil, fmt.Errorf("vast provider: %s %s: %w", EnvSettings, path, err)
+		}
+	}
+	if u := os.Getenv(EnvBaseURL); u != "" {
+		st.BaseURL = u
+	}
+	key, err := loadKey(st.APIKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewClient(ClientConfig{BaseURL: st.BaseURL, Key: key, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("vast provider: %w", err)
+	}
+	p, err := Open(Config{Client: c, Cluster: opts.Cluster, Settings: st, Blocklist: block, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("vast provider ready", "base_url", c.base.String(), "label_prefix", p.prefix, "node_types", len(st.NodeTypes))
+	return p, nil
+}
+
+// loadKey reads the API key: VAST_API_KEY (then unset, so no child process
+// inherits it), else the file.
+func loadKey(settingsFile string) (secret.String, error) {
+	if k := strings.TrimSpace(os.Getenv(EnvAPIKey)); k != "" {
+		os.Unsetenv(EnvAPIKey)
+		return secret.New(k), nil
+	}
+	path := os.Getenv(EnvAPIKeyFile)
+	if path == "" {
+		path = settingsFile
+	}
+	if path == "" {
+		return secret.String{}, fmt.Errorf("vast provider: no API key: set %s or %s (a file)", EnvAPIKey, EnvAPIKeyFile)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return secret.String{}, fmt.Errorf("vast provider: read API key file: %w", err)
+	}
+	k := strings.TrimSpace(string(b))
+	if k == "" {
+		return secret.String{}, fmt.Errorf("vast provider: API key file %s is empty", path)
+	}
+	return secret.New(k), nil
+}
+
+// Open builds a Provider from a Config (tests use it directly).
+func Open(cfg Config) (*Provider, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("vast provider: no client")
+	}
+	if cfg.Cluster == "" {
+		return nil, errors.New("vast provider: no cluster name")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{}}, nil
+}
+
+// LabelPrefix starts the label of every rental of a cluster; the candidate
+// ID follows it, so a restarted head maps rentals back to candidates.
+func LabelPrefix(cluster string) string { return "rayvast:" + cluster + ":" }
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return "vast" }
+
+// PortEnv returns the 64 port requests of SPEC §2 as vast's env keys
+// ("-p 70000:70000" … "-p 70063:70063"): numbers above 70000 ask vast for a
+// random port whose inside and outside numbers are equal, announced to the
+// container as VAST_TCP_PORT_7000N.
+func PortEnv() map[string]string {
+	m := make(map[string]string, wire.PortCount)
+	for i := 0; i < wire.PortCount; i++ {
+		n := strconv.Itoa(wire.VastPortBase + i)
+		m["-p "+n+":"+n] = "1"
+	}
+	return m
+}
+
+// spec is the offer spec of a node type with defaults applied.
+func (p *Provider) spec(nodeType string) OfferSpec {
+	s := p.cfg.Settings.NodeTypes[nodeType]
+	if s.Image == "" {
+		s.Image = p.cfg.Settings.Image
+	}
+	if s.Image == "" {
+		s.Image = DefaultImage
+	}
+	if s.DiskGB == 0 {
+		s.DiskGB = p.cfg.Settings.DiskGB
+	}
+	if s.DiskGB == 0 {
+		s.DiskGB = 16
+	}
+	return s
+}
+
+// excluded lists the blocked host IDs and every machine seen on them.
+func (p *Provider) excluded() (hosts, machines []int64) {
+	if p.cfg.Blocklist == nil {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.cfg.Blocklist.Entries() {
+		h, err := strconv.ParseInt(e.HostID, 10, 64)
+		if err != nil {
+			continue // not a vast host ID
+		}
+		hosts = append(hosts, h)
+		for m := range p.machines[h] {
+			machines = append(machines, m)
+		}
+	}
+	sort.Slice(machines, func(i, j int) bool { return machines[i] < machines[j] })
+	return hosts, machines
+}
+
+func (p *Provider) seen(host, machine int64) {
+	if host == 0 || machine == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.machines[host] == nil {
+		p.machines[host] = map[int64]bool{}
+	}
+	p.machines[host][machine] = true
+}
+
+// offersTried bounds how many offers one Rent tries when vast refuses them
+// (another renter was faster).
+const offersTried = 3
+
+// Rent implements provider.Provider: search, then accept the cheapest
+// offer that vast still grants.
+func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider.Rental, error) {
+	if req.Command == "" {
+		return provider.Rental{}, errors.New("vast rent: no command (bootloader.sh text)")
+	}
+	spec := p.spec(req.NodeType)
+	hosts, machines := p.excluded()
+	offers, err := p.cfg.Client.SearchOffers(ctx, Query{GPUName: spec.GPUName, NumGPUs: req.GPUs, MaxDPH: spec.MaxDPH,
+		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: 10})
+	if err != nil {
+		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+	}
+	if len(offers) == 0 {
+		return provider.Rental{}, fmt.Errorf("vast rent %s: no offer for %d× %q at ≤ $%.3f/h outside %d blocked hosts", req.CandidateID, req.GPUs, spec.GPUName, spec.MaxDPH, len(hosts))
+	}
+	env := PortEnv()
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	body := CreateRequest{
+		Image: spec.Image, Label: p.prefix + req.CandidateID, Disk: spec.DiskGB,
+		Runtype: "args", Env: env, Entrypoint: "/bin/sh", Args: []string{"-c", req.Command},
+		TargetState: "running", CancelUnavail: true,
+	}
+	var lastErr error
+	for i, o := range offers {
+		if i == offersTried {
+			break
+		}
+		p.seen(o.HostID, o.MachineID)
+		id, err := p.cfg.Client.CreateInstance(ctx, o.ID, body)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != 401 && ae.Status != 403 && ae.Status != 429 {
+			p.log.Warn("vast offer refused, trying the next", "candidate", req.CandidateID, "offer", o.ID, "err", err)
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+		}
+		iid := strconv.FormatInt(id, 10)
+		p.log.Info("vast rented", "candidate", req.CandidateID, "instance", iid, "offer", o.ID, "host", o.HostID, "machine", o.MachineID, "gpu", o.GPUName, "dph", o.DPHTotal)
+		return provider.Rental{CandidateID: req.CandidateID, InstanceID: iid, HostID: strconv.FormatInt(o.HostID, 10)}, nil
+	}
+	return provider.Rental{}, fmt.Errorf("vast rent %s: every offer refused: %w", req.CandidateID, lastErr)
+}
+
+func parseID(instanceID string) (int64, error) {
+	id, err := strconv.ParseInt(instanceID, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("vast: instance id %q is not a vast instance number", instanceID)
+	}
+	return id, nil
+}
+
+// rental maps an instance of ours to a Rental; ok false when not ours.
+func (p *Provider) rental(in Instance) (provider.Rental, bool) {
+	label := in.LabelText()
+	if !strings.HasPrefix(label, p.prefix) {
+		return provider.Rental{}, false
+	}
+	p.seen(in.HostID, in.MachineID)
+	r := provider.Rental{CandidateID: strings.TrimPrefix(label, p.prefix), InstanceID: strconv.FormatInt(in.ID, 10),
+		Running: in.Status() == "running" && in.PublicIPAddr != ""}
+	if in.HostID != 0 {
+		r.HostID = strconv.FormatInt(in.HostID, 10)
+	}
+	if r.Running {
+		r.PublicIP = strings.TrimSpace(in.PublicIPAddr)
+	}
+	return r, true
+}
+
+// Get implements provider.Provider.
+func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental, error) {
+	id, err := parseID(instanceID)
+	if err != nil {
+		return provider.Rental{}, provider.ErrGone
+	}
+	in, err := p.cfg.Client.ShowInstance(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return provider.Rental{}, provider.ErrGone
+	}
+	if err != nil {
+		return provider.Rental{}, fmt.Errorf("vast get %s: %w", instanceID, err)
+	}
+	r, ok := p.rental(in)
+	if !ok {
+		return provider.Rental{}, provider.ErrGone // not this cluster's
+	}
+	return r, nil
+}
+
+// Destroy implements provider.Provider.
+func (p *Provider) Destroy(ctx context.Context, instanceID string) error {
+	id, err := parseID(instanceID)
+	if err != nil {
+		return err
+	}
+	if err := p.cfg.Client.DestroyInstance(ctx, id); err != nil {
+		return fmt.Errorf("vast destroy %s: %w", instanceID, err)
+	}
+	p.log.Info("vast destroyed", "instance", instanceID)
+	return nil
+}
+
+// List implements provider.Provider: every instance labelled with this
+// cluster's prefix.
+func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
+	ins, err := p.cfg.Client.ListInstances(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("vast list: %w", err)
+	}
+	var out []provider.Rental
+	for _, in := range ins {
+		if r, ok := p.rental(in); ok {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
+	return out, nil
+}
+
+// Close implements provider.Provider: the provider holds nothing open.
+func (p *Provider) Close() error { return nil }
