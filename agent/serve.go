@@ -83,21 +83,30 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 			}
 		}
 	}()
-	go heartbeat.Run(ctx, heartbeat.Config{
-		Client: hc, BaseURL: portB, InstanceID: b.InstanceID, Interval: b.HeartbeatInterval(),
-		Status: func() wire.RayStatus { return rayStatus(sup) },
-		HealthToken: func(now time.Time) string {
-			tok, err := guestauth.MintHealthToken(b.AppID, b.AppRootKey.Reveal(), now)
-			if err != nil {
-				a.log.Warn("minting health token", "err", err)
-			}
-			return tok
-		},
-		OnStop: func() { a.log.Info("head asked to stop ray"); sup.Stop() },
-		Log:    a.log,
-	})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		_ = heartbeat.Run(ctx, heartbeat.Config{
+			Client: hc, BaseURL: portB, InstanceID: b.InstanceID, Interval: b.HeartbeatInterval(),
+			Status: func() wire.RayStatus { return rayStatus(sup) },
+			HealthToken: func(now time.Time) string {
+				tok, err := guestauth.MintHealthToken(b.AppID, b.AppRootKey.Reveal(), now)
+				if err != nil {
+					a.log.Warn("minting health token", "err", err)
+				}
+				return tok
+			},
+			OnStop: func() { a.log.Info("head asked to stop ray"); sup.Stop() },
+			Final:  sup.Done(), // one last beat carries Ray's exit code
+			Log:    a.log,
+		})
+	}()
 
 	<-sup.Done()
+	select { // the last heartbeat, bounded: the head may be away
+	case <-beating:
+	case <-time.After(20 * time.Second):
+	}
 	cancel()
 	code := sup.ExitCode()
 	a.log.Info("ray exited", "exit_code", code)

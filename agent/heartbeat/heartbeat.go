@@ -30,13 +30,16 @@ type Config struct {
 	HealthToken func(now time.Time) string  // guest:health token; nil = ""
 	OnStop      func()                      // the head said "stop" (called once)
 	OnBeat      func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
-	Log         *slog.Logger
-	Now         func() time.Time
-	Sleep       backoff.SleepFunc
-	Rand        func() float64
+	// Final, when closed, makes Run send one last heartbeat at once (Ray's
+	// final status, so the head sees the exit code) and return nil.
+	Final <-chan struct{}
+	Log   *slog.Logger
+	Now   func() time.Time
+	Sleep backoff.SleepFunc
+	Rand  func() float64
 }
 
-// Run heartbeats until ctx ends, and returns ctx's error.
+// Run heartbeats until ctx ends (it returns ctx's error) or Final closes.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -52,6 +55,19 @@ func Run(ctx context.Context, cfg Config) error {
 		interval = 30 * time.Second
 	}
 	retry := backoff.Policy{Base: time.Second, Jitter: Jitter, Rand: cfg.Rand}
+	// wake ends a wait early when Final closes.
+	wake, cancelWake := context.WithCancel(ctx)
+	defer cancelWake()
+	final := false
+	if cfg.Final != nil {
+		go func() {
+			select {
+			case <-cfg.Final:
+				cancelWake()
+			case <-wake.Done():
+			}
+		}()
+	}
 	stopped, failures := false, 0
 	for seq := int64(1); ; seq++ {
 		hb := wire.Heartbeat{Version: wire.Version, InstanceID: cfg.InstanceID, Seq: seq, Ray: cfg.Status()}
@@ -61,6 +77,12 @@ func Run(ctx context.Context, cfg Config) error {
 		reply, err := Send(ctx, cfg.Client, cfg.BaseURL, hb)
 		if cfg.OnBeat != nil {
 			cfg.OnBeat(hb, err)
+		}
+		if final {
+			if err != nil {
+				cfg.Log.Warn("last heartbeat failed", "seq", seq, "err", err)
+			}
+			return nil
 		}
 		wait := backoff.Jitter(interval, Jitter, cfg.Rand)
 		switch {
@@ -89,8 +111,11 @@ func Run(ctx context.Context, cfg Config) error {
 				}
 			}
 		}
-		if err := cfg.Sleep(ctx, wait); err != nil {
-			return err
+		if err := cfg.Sleep(wake, wait); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			final = true // Final closed: one more beat, at once
 		}
 	}
 }

@@ -196,3 +196,38 @@ func TestReport(t *testing.T) {
 		t.Errorf("reports = %+v", f.report)
 	}
 }
+
+// TestRunFinal proves closing Final sends one more heartbeat at once (with
+// Ray's final status) and ends Run without waiting out the interval.
+func TestRunFinal(t *testing.T) {
+	f := &fakePortB{answer: func(int64) (int, wire.HeartbeatReply) {
+		return 200, wire.HeartbeatReply{IntervalS: 3600, Action: wire.ActionNone}
+	}}
+	hc, url := setup(t, f)
+	final := make(chan struct{})
+	code := 7
+	var state = wire.RayStatus{State: wire.RayRunning, PID: 9}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Config{Client: hc, BaseURL: url, InstanceID: "inst-1", Interval: time.Hour,
+			Status: func() wire.RayStatus { return state },
+			OnBeat: func(hb wire.Heartbeat, err error) {
+				if hb.Seq == 1 {
+					state = wire.RayStatus{State: wire.RayExited, PID: 9, ExitCode: &code}
+					close(final)
+				}
+			},
+			Final: final})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil after Final", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Final closed")
+	}
+	if len(f.beats) != 2 || f.beats[1].Ray.State != wire.RayExited || *f.beats[1].Ray.ExitCode != 7 {
+		t.Fatalf("beats = %+v, want a last one with exit code 7", f.beats)
+	}
+}

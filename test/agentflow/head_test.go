@@ -1,0 +1,152 @@
+package agentflow
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// head is a running `head serve` and a client for its admin socket.
+type head struct {
+	state  string
+	stderr *syncBuffer
+	admin  *http.Client
+}
+
+// startHead runs head init and head serve on ip with a 1 s heartbeat and
+// a shim file, and stops it (SIGTERM) at cleanup.
+func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
+	t.Helper()
+	state := filepath.Join(tmp, "head-state")
+	if out, err := exec.Command(bin, "init", "--state", state, "--ip", ip, "--cluster", "e2e").CombinedOutput(); err != nil {
+		t.Fatalf("head init: %v\n%s", err, out)
+	}
+	cfg := fmt.Sprintf(`{"cluster":"e2e","ray":{"head_address":"%s:6379"},
+ "node_types":{"cpu":{"gpus":0,"max_workers":1,"resources":{"e2e":1},"labels":{"kind":"e2e"}}},
+ "guest_api":{"anonymous_scopes":["guest:health"],"external_issuers":[]},
+ "heartbeat_interval_s":1}`, ip)
+	cfgPath := filepath.Join(tmp, "head.json")
+	shim := filepath.Join(tmp, "rayvast_e2e_shim.py")
+	for p, data := range map[string]string{cfgPath: cfg, shim: "E2E = True\n"} {
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &head{state: state, stderr: &syncBuffer{}}
+	cmd := exec.Command(bin, "serve", "--state", state, "--config", cfgPath, "--agent", agentBin, "--shim", shim,
+		"--listen-a", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
+		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))))
+	cmd.Stdout, cmd.Stderr = h.stderr, h.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	sock := filepath.Join(state, "admin.sock")
+	h.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	for i := 0; ; i++ {
+		resp, err := h.admin.Get("http://head/v1/candidates")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("head serve exited:\n%s", h.stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if i > 150 {
+			t.Fatalf("head admin socket not answering: %v\n%s", err, h.stderr.String())
+		}
+	}
+	return h
+}
+
+func (h *head) createCandidate(t *testing.T, publicIP string) wire.CandidateCreated {
+	t.Helper()
+	body, _ := json.Marshal(wire.CandidateRequest{NodeType: "cpu", InstanceID: instanceID, PublicIP: publicIP, HostID: "host-e2e"})
+	resp, err := h.admin.Post("http://head/v1/candidates", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c wire.CandidateCreated
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/candidates: status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// secrets are the head's cluster token and app root key, from its state.
+func (h *head) secrets(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.state, "secrets.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		ClusterToken string `json:"cluster_token"`
+		AppRootKey   string `json:"app_root_key"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"cluster token": s.ClusterToken, "app root key": s.AppRootKey}
+}
+
+func (h *head) nodes(t *testing.T) []wire.Node {
+	t.Helper()
+	resp, err := h.admin.Get("http://head/v1/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ns []wire.Node
+	if err := json.NewDecoder(resp.Body).Decode(&ns); err != nil {
+		t.Fatalf("GET /v1/nodes: %v", err)
+	}
+	return ns
+}
+
+// waitNode polls GET /v1/nodes until our node satisfies ok (30 s at most).
+func (h *head) waitNode(t *testing.T, ok func(wire.Node) bool) wire.Node {
+	t.Helper()
+	var last wire.Node
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for _, n := range h.nodes(t) {
+			if n.InstanceID == instanceID {
+				last = n
+				if ok(n) {
+					return n
+				}
+			}
+		}
+	}
+	t.Fatalf("node never reached the expected state; last seen %+v", last)
+	return last
+}

@@ -1,0 +1,176 @@
+package agentflow
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// requireRoot skips loudly without root or a tool, and fails under CI=true.
+func requireRoot(t *testing.T, tools ...string) {
+	t.Helper()
+	miss := func(why string) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s", why)
+		}
+		t.Skipf("SKIPPING the agent end-to-end test: %s", why)
+	}
+	if os.Geteuid() != 0 {
+		miss("it needs root (network and PID namespaces, veth, mounts)")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			miss(tool + " is not installed")
+		}
+	}
+}
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	root, err := filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// buildBinaries builds bin/head and bin/agent the way build.sh does.
+func buildBinaries(t *testing.T, repo, dir string) (head, agent string) {
+	t.Helper()
+	for _, name := range []string{"head", "agent"} {
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", filepath.Join(dir, name), "./"+name)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", name, err, out)
+		}
+	}
+	return filepath.Join(dir, "head"), filepath.Join(dir, "agent")
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// vethNet is a network namespace joined to the host by a veth pair: the
+// head listens on HostIP, the candidate's public IP is NodeIP (its eth0).
+type vethNet struct {
+	NS, HostIf     string
+	HostIP, NodeIP string
+}
+
+// newVethNet makes the namespace and pair in a random /30 of 10.250.0.0/16
+// (a private range only this test uses) and removes them at cleanup.
+func newVethNet(t *testing.T) *vethNet {
+	t.Helper()
+	id := randHex(3)
+	n, _ := rand.Int(rand.Reader, big.NewInt(1<<14))
+	base := int(n.Int64()) * 4
+	v := &vethNet{NS: "rvaf" + id, HostIf: "rvaf" + id,
+		HostIP: fmt.Sprintf("10.250.%d.%d", base/256, base%256+1), NodeIP: fmt.Sprintf("10.250.%d.%d", base/256, base%256+2)}
+	run(t, "ip", "netns", "add", v.NS)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", v.NS).Run() })
+	// The candidate's side is called eth0, as in a container: host-side
+	// names like veth* are what the netns check reads as host plumbing.
+	run(t, "ip", "link", "add", v.HostIf, "type", "veth", "peer", "name", "eth0", "netns", v.NS)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", v.HostIf).Run() })
+	run(t, "ip", "addr", "add", v.HostIP+"/30", "dev", v.HostIf)
+	run(t, "ip", "link", "set", v.HostIf, "up")
+	run(t, "ip", "-n", v.NS, "addr", "add", v.NodeIP+"/30", "dev", "eth0")
+	run(t, "ip", "-n", v.NS, "link", "set", "eth0", "up")
+	run(t, "ip", "-n", v.NS, "link", "set", "lo", "up")
+	run(t, "ip", "-n", v.NS, "route", "add", "default", "via", v.HostIP)
+	return v
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// freePort returns a port free on ip right now (the head binds it next).
+func freePort(t *testing.T, ip string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer collects a process's output for grepping while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// procStatus returns one field of /proc/PID/status ("NSpid", "VmRSS").
+func procStatus(pid int, field string) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// children lists the host PIDs of pid's children, forked by any of its
+// threads (the agent's supervisor forks Ray from a locked OS thread).
+func children(pid int) []int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// environ reads /proc/PID/environ.
+func environ(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatalf("read environ of %d: %v", pid, err)
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
