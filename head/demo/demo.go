@@ -78,8 +78,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.serveArgs = serveArgs
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal must not kill the demo halfway through
+	// its cleanup. A broken stdout pipe (SIGPIPE) must not either.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
 	d := &demo{o: o, out: stdout, errOut: stderr, eng: dockerengine.New(""), now: time.Now}
 	code := d.run(ctx)
 	d.keepWork = code != 0

@@ -27,6 +27,7 @@ type row struct {
 	Elapsed                                 time.Duration
 	Done                                    bool // nothing more will happen on its own
 	Node                                    bool // enrolled, Ray running
+	created                                 time.Time
 }
 
 // buildRows joins the head's view (candidates, nodes) with Docker's.
@@ -37,7 +38,7 @@ func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]contai
 	}
 	rows := make([]row, 0, len(cands))
 	for _, c := range cands {
-		r := row{ID: c.CandidateID, NodeType: c.NodeType, Instance: c.InstanceID, IP: c.PublicIP, State: c.State, Unsafe: unsafe[c.CandidateID]}
+		r := row{ID: c.CandidateID, NodeType: c.NodeType, Instance: c.InstanceID, IP: c.PublicIP, State: c.State, Unsafe: unsafe[c.CandidateID], created: c.CreatedAt}
 		ctr := ctrs[c.CandidateID]
 		end := now
 		switch c.State {
@@ -51,6 +52,9 @@ func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]contai
 				r.Step = "container starting"
 			case ctr.State != "running":
 				r.Step = fmt.Sprintf("container %s (exit %d)", ctr.State, ctr.ExitCode)
+				if ctr.LastLog != "" {
+					r.Step += ": " + ctr.LastLog
+				}
 			case ctr.LastLog != "":
 				r.Step = ctr.LastLog
 			default:
@@ -85,7 +89,7 @@ func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]contai
 		}
 		rows = append(rows, r)
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].created.Before(rows[j].created) })
 	return rows
 }
 
@@ -111,16 +115,24 @@ func allDone(rows []row, want int) bool {
 
 // renderTable writes the live table: one line per candidate.
 func renderTable(w io.Writer, rows []row) int {
-	fmt.Fprintf(w, "%-14s %-11s %-18s %-15s %-10s %7s  %s\n", "CANDIDATE", "TYPE", "INSTANCE", "IP", "STATE", "ELAPSED", "STEP")
+	fmt.Fprintf(w, tableFormat+"%s\n", "CANDIDATE", "TYPE", "IP", "STATE", "ELAPSED", "STEP")
 	for _, r := range rows {
-		typ := r.NodeType
-		if r.Unsafe {
-			typ += "*"
-		}
-		fmt.Fprintf(w, "%-14s %-11s %-18s %-15s %-10s %6.1fs  %s\n", clip(r.ID, 14), clip(typ, 11), clip(r.Instance, 18), r.IP, r.State, r.Elapsed.Seconds(), clip(r.Step, 60))
+		fmt.Fprintf(w, tableFormat+"%s\n", clip(r.ID, 20), r.typeName(), r.IP, r.State, seconds(r.Elapsed), clip(r.Step, 60))
 	}
 	return len(rows) + 1
 }
+
+// tableFormat: candidate, type, ip, state, elapsed, then the last column.
+const tableFormat = "%-20s %-11s %-15s %-9s %7s  "
+
+func (r row) typeName() string {
+	if r.Unsafe {
+		return clip(r.NodeType, 10) + "*"
+	}
+	return clip(r.NodeType, 11)
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
 
 func clip(s string, n int) string {
 	if len(s) <= n {

@@ -49,7 +49,7 @@ func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]
 				}
 				if last[r.ID] != key {
 					last[r.ID] = key
-					fmt.Fprintf(d.out, "[%6.1fs] %-14s %-11s %-10s %s\n", r.Elapsed.Seconds(), r.ID, r.NodeType, r.State, r.Step)
+					fmt.Fprintf(d.out, "[%6.1fs] %-20s %-11s %-9s %s\n", r.Elapsed.Seconds(), r.ID, r.typeName(), r.State, r.Step)
 				}
 			}
 		}
@@ -108,22 +108,34 @@ func (d *demo) containers(ctx context.Context) map[string]container {
 // summary prints the final table and the blocklist; it reports whether the
 // demo went as designed (safe candidates are nodes, the unsafe one refused).
 func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool {
-	d.say("\nSummary")
-	fmt.Fprintf(d.out, "%-14s %-11s %-18s %-15s %-10s %8s  %s\n", "CANDIDATE", "TYPE", "INSTANCE", "IP", "STATE", "TIME", "RESULT")
+	d.say("\nSummary (TIME: from request to Ray running, or to the refusal)")
+	fmt.Fprintf(d.out, tableFormat+"%s\n", "CANDIDATE", "TYPE", "IP", "STATE", "TIME", "RESULT")
 	ok := len(rows) == 3
 	for _, r := range rows {
 		result := r.Step
 		good := r.Node
 		if r.Unsafe {
 			good = r.State == wire.StateEnded || r.State == wire.StateDestroyRequested
-			result += " (expected: it kept NET_RAW)"
+			if good && d.containerGone(ctx, r.ID) {
+				result += ", container removed"
+			} else if good {
+				result += ", container NOT removed"
+				good = false
+			}
+			result += " (it kept NET_RAW)"
 		}
 		ok = ok && good
 		mark := "ok"
 		if !good {
 			mark = "UNEXPECTED"
 		}
-		fmt.Fprintf(d.out, "%-14s %-11s %-18s %-15s %-10s %7.1fs  %s [%s]\n", clip(r.ID, 14), r.NodeType, clip(r.Instance, 18), r.IP, r.State, r.Elapsed.Seconds(), result, mark)
+		fmt.Fprintf(d.out, tableFormat+"%s [%s]\n", clip(r.ID, 20), r.typeName(), r.IP, r.State, seconds(r.Elapsed), result, mark)
+	}
+	d.say("(* keeps NET_RAW. Containers are named rv-%s-<candidate>: try docker logs on one.)", d.o.cluster)
+	for _, r := range rows {
+		if !r.Done || (!r.Node && !r.Unsafe) {
+			d.showLogs(ctx, r.ID)
+		}
 	}
 	if bl, err := admin.blocklist(ctx); err == nil && len(bl) > 0 {
 		d.say("\nBlocklist (host ID = container name: all demo containers share this machine)")
@@ -137,6 +149,43 @@ func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool
 		d.say("\nNot as designed: see the rows marked UNEXPECTED and the head log %s", d.logFile.Name())
 	}
 	return ok
+}
+
+// showLogs prints the end of a candidate's container log (public on vast
+// too: it holds no secret).
+func (d *demo) showLogs(ctx context.Context, candidateID string) {
+	cs, err := d.eng.ListContainers(ctx, docker.LabelCluster+"="+d.o.cluster, docker.LabelCandidate+"="+candidateID)
+	if err != nil || len(cs) == 0 {
+		return
+	}
+	stdout, stderr, err := d.eng.ContainerLogs(ctx, cs[0].ID)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(stdout)+string(stderr)), "\n")
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	d.say("\nlast log lines of %s (%s):", candidateID, cs[0].Status)
+	for _, l := range lines {
+		d.say("  %s", clip(l, 300))
+	}
+}
+
+// containerGone waits a little for the head to have removed a candidate's
+// container (it destroys right after refusing).
+func (d *demo) containerGone(ctx context.Context, candidateID string) bool {
+	for i := 0; i < 40; i++ {
+		if _, ok := d.containers(ctx)[candidateID]; !ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return false
 }
 
 func isTTY(w any) bool {

@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/demo"
+	"github.com/rayvast/rayvast/head/provider/docker"
+)
+
+// TestDemo runs `head demo` as a user would (with the suite's binaries),
+// waits for its summary, presses "Ctrl-C" and checks that it went as
+// designed and left nothing behind.
+func TestDemo(t *testing.T) {
+	needSuite(t)
+	cluster := fmt.Sprintf("%sdemo-%d", clusterPrefix, time.Now().UnixNano()%1e6)
+	t.Cleanup(func() {
+		_ = docker.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	code := make(chan int, 1)
+	go func() {
+		code <- demo.Run(ctx, []string{"--cluster", cluster, "--head", suite.head, "--agent", suite.agent,
+			"--bootloader", filepath.Join(suite.repo, "bootloader.sh"), "--fakeray", filepath.Join(suite.repo, "test", "fakeray"),
+			"--heartbeat-interval", "2", "--timeout", "2m"}, out, errOut)
+	}()
+	waitFor(t, 3*time.Minute, "the demo's summary", func() (bool, string) {
+		select {
+		case c := <-code:
+			t.Fatalf("demo exited %d before Ctrl-C:\n%s\n%s", c, out.String(), errOut.String())
+		default:
+		}
+		return strings.Contains(out.String(), "Press Ctrl-C"), out.String()
+	})
+	cancel()
+	var got int
+	select {
+	case got = <-code:
+	case <-time.After(time.Minute):
+		t.Fatalf("demo did not finish within a minute of Ctrl-C:\n%s", out.String())
+	}
+	text := out.String()
+	t.Logf("demo output:\n%s\nstderr:\n%s", text, errOut.String())
+	if got != 0 || !strings.Contains(text, "As designed") {
+		t.Errorf("demo exit %d, want 0 and 'As designed'", got)
+	}
+	if n := strings.Count(text, "[ok]"); n != 3 {
+		t.Errorf("summary has %d [ok] rows, want 3", n)
+	}
+	if !strings.Contains(text, "security") {
+		t.Errorf("no security blocklist entry shown")
+	}
+	cs, err := suite.eng.ListContainers(context.Background(), docker.LabelCluster+"="+cluster)
+	ns, err2 := suite.eng.ListNetworks(context.Background(), docker.LabelCluster+"="+cluster)
+	if err != nil || err2 != nil || len(cs) != 0 || len(ns) != 0 {
+		t.Errorf("after the demo: %d containers, %d networks left (%v %v)", len(cs), len(ns), err, err2)
+	}
+}
