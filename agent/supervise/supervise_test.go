@@ -13,8 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// shortGrace keeps tests fast; no test depends on it being short except for speed.
-const shortGrace = 300 * time.Millisecond
+// Two grace periods: stubborn children are SIGKILLed after shortGrace, which
+// only sets how fast those tests run; children expected to exit politely get
+// politeGrace, long enough that a slow machine (or -race) never turns their
+// clean exit into a SIGKILL.
+const (
+	shortGrace  = 300 * time.Millisecond
+	politeGrace = 10 * time.Second
+)
 
 // TestExitCodes proves ExitCode (and the agent's exit) is the child's code,
 // or 128+signal when a signal killed it, as tini reports it.
@@ -32,7 +38,7 @@ func TestExitCodes(t *testing.T) {
 		{"crash", 128 + 6},    // a fatal panic under GOTRACEBACK=crash raises SIGABRT
 	} {
 		t.Run(tc.child, func(t *testing.T) {
-			r := startSupervisor(t, tc.child, shortGrace, nil)
+			r := startSupervisor(t, tc.child, politeGrace, nil)
 			if got, want := r.expect("supervisor exit"), fmt.Sprintf("supervisor exit %d", tc.want); got != want {
 				t.Errorf("ExitCode: got %q, want %q", got, want)
 			}
@@ -50,7 +56,7 @@ func TestExitCodes(t *testing.T) {
 func TestForwardsSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run(unix.SignalName(sig), func(t *testing.T) {
-			r := startSupervisor(t, "report-signal", shortGrace, nil)
+			r := startSupervisor(t, "report-signal", politeGrace, nil)
 			sup := field(t, r.expect("supervisor pid="), "pid")
 			ready := r.expect("child ready")
 			if pid, pgid := field(t, ready, "pid"), field(t, ready, "pgid"); pgid != pid {
@@ -69,7 +75,7 @@ func TestForwardsSignals(t *testing.T) {
 // TestForwardsToWholeGroup proves the forward goes to the process group: a
 // grandchild the child did not tell gets SIGTERM too.
 func TestForwardsToWholeGroup(t *testing.T) {
-	r := startSupervisor(t, "group", shortGrace, nil)
+	r := startSupervisor(t, "group", politeGrace, nil)
 	sup := field(t, r.expect("supervisor pid="), "pid")
 	child := field(t, r.expect("child ready"), "pid")
 	if gc := field(t, r.expect("grandchild ready"), "pgid"); gc != child {
@@ -106,13 +112,14 @@ func TestGraceKillsStubbornChild(t *testing.T) {
 func TestStop(t *testing.T) {
 	for _, tc := range []struct {
 		child, line string
+		grace       time.Duration
 		want        int
 	}{
-		{"report-signal", "child got 15", 7},
-		{"ignore-term", "", 128 + 9},
+		{"report-signal", "child got 15", politeGrace, 7},
+		{"ignore-term", "", shortGrace, 128 + 9},
 	} {
 		t.Run(tc.child, func(t *testing.T) {
-			r := startSupervisor(t, tc.child, shortGrace, nil)
+			r := startSupervisor(t, tc.child, tc.grace, nil)
 			sup := field(t, r.expect("supervisor pid="), "pid")
 			r.expect("child ready")
 			r.signal(sup, syscall.SIGUSR1)
@@ -135,12 +142,15 @@ func TestStop(t *testing.T) {
 // for the stubborn) and reaped before Done, and that the exit code stays
 // the main child's.
 func TestStragglersEndWithMainChild(t *testing.T) {
-	for _, tc := range []struct{ straggler, line string }{
-		{"straggler-polite", "straggler got 15"},
-		{"straggler-stubborn", ""},
+	for _, tc := range []struct {
+		straggler, line string
+		grace           time.Duration
+	}{
+		{"straggler-polite", "straggler got 15", politeGrace},
+		{"straggler-stubborn", "", shortGrace},
 	} {
 		t.Run(tc.straggler, func(t *testing.T) {
-			r := startSupervisor(t, "straggler", shortGrace, nil, envStraggler+"="+tc.straggler)
+			r := startSupervisor(t, "straggler", tc.grace, nil, envStraggler+"="+tc.straggler)
 			pid := field(t, r.expect("straggler ready"), "pid")
 			if tc.line != "" {
 				r.expect(tc.line)
@@ -159,7 +169,7 @@ func TestStragglersEndWithMainChild(t *testing.T) {
 // forked orphans (subreaper), reaps them while the main child still runs,
 // and still reports the main child's own status afterwards.
 func TestReapsOrphans(t *testing.T) {
-	r := startSupervisor(t, "orphans", shortGrace, nil)
+	r := startSupervisor(t, "orphans", politeGrace, nil)
 	sup := field(t, r.expect("supervisor pid="), "pid")
 	checkOrphans(t, r, sup)
 	if z := zombiesOf(t, sup); len(z) > 0 {
@@ -201,7 +211,7 @@ func TestAsPID1(t *testing.T) {
 		t.Skip(msg)
 	}
 	wrap := []string{unshare, "--pid", "--fork", "--mount-proc", "--kill-child"}
-	r := startSupervisor(t, "orphans", shortGrace, wrap)
+	r := startSupervisor(t, "orphans", politeGrace, wrap)
 	if l := r.expect("supervisor pid="); l != "supervisor pid=1" {
 		t.Fatalf("got %q, want the supervisor to be PID 1", l)
 	}
@@ -280,4 +290,32 @@ func TestSetGroup(t *testing.T) {
 			t.Errorf("%s: Pdeathsig got %v, want %v", tc.name, got, tc.wantPdeathsig)
 		}
 	}
+}
+
+// TestChildDiesWithSupervisor proves Pdeathsig: when the agent is killed
+// outright (not PID 1, so no namespace teardown), Ray does not live on.
+func TestChildDiesWithSupervisor(t *testing.T) {
+	r := startSupervisor(t, "report-signal", politeGrace, nil)
+	sup := field(t, r.expect("supervisor pid="), "pid")
+	child := field(t, r.expect("child ready"), "pid")
+	r.signal(sup, syscall.SIGKILL)
+	deadline := time.Now().Add(testDeadline)
+	for !deadOrZombie(t, child) {
+		if time.Now().After(deadline) {
+			unix.Kill(child, syscall.SIGKILL) // it is ours: it has not died, so its pid is not reused
+			t.Fatalf("child %d still runs %v after the supervisor was killed", child, testDeadline)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// deadOrZombie: the process is gone, or dead and waiting for a reaper we do
+// not control (the container's own init).
+func deadOrZombie(t *testing.T, pid int) bool {
+	for _, p := range readProcs(t) {
+		if p.pid == pid {
+			return p.state == "Z"
+		}
+	}
+	return true
 }
