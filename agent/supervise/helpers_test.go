@@ -47,8 +47,13 @@ func helperCmd(scenario string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// helperLifetime ends every helper that is still alive, so a broken
+// supervisor (which may leave grandchildren behind) cannot leak processes.
+const helperLifetime = 60 * time.Second
+
 func runHelper(scenario string) int {
 	reportFile = os.NewFile(3, "report")
+	time.AfterFunc(helperLifetime, func() { os.Exit(101) })
 	switch {
 	case scenario == "supervisor":
 		return supervisorMain()
