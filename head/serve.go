@@ -29,6 +29,7 @@ import (
 	"github.com/rayvast/rayvast/head/nodeapi"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/provider/vast"
 	"github.com/rayvast/rayvast/head/ratelimit"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/rentals"
@@ -142,7 +143,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		return err
 	}
 	block := blocklist.New(time.Now)
-	prov, err := newProvider(f.provider, provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
+	prov, err := newProvider(f.provider, block, provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
 	if err != nil {
 		return err
 	}
@@ -262,19 +263,16 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	return runErr
 }
 
-// newProvider builds the built-in provider; nil for "none".
-func newProvider(name string, o provider.Options) (provider.Provider, error) {
+// newProvider builds the built-in provider; nil for "none". Providers read
+// their own knobs from the environment (see their packages).
+func newProvider(name string, block *blocklist.List, o provider.Options) (provider.Provider, error) {
 	switch name {
 	case "none", "":
 		return nil, nil
 	case "docker":
-		p, err := docker.New(o)
-		if err != nil {
-			return nil, fmt.Errorf("provider docker: %w", err)
-		}
-		return p, nil
+		return docker.New(o) // its errors say "docker provider: …"
 	case "vast":
-		return nil, errors.New("provider vast: not available in this build")
+		return vast.New(o, block) // its errors say "vast provider: …"
 	default:
 		return nil, fmt.Errorf("--provider %s: want none, docker or vast", strconv.Quote(name))
 	}
