@@ -13,6 +13,7 @@ build() {
 	mkdir -p "$out"
 	go build "${flags[@]}" -o "$out/head" ./head
 	go build "${flags[@]}" -o "$out/agent" ./agent
+	go build "${flags[@]}" -o "$out/guesttoken" ./tools/guesttoken
 	echo "agent sha256: $(sha256sum "$out/agent" | cut -d' ' -f1)"
 }
 
@@ -23,6 +24,10 @@ test)
 	go vet ./...
 	# -p 1: root tests share network namespaces, Docker and ports; one package at a time.
 	go test -count=1 -p 1 -timeout 40m ./...
+	# Fuzz the two parsers that face strangers, briefly (one target per run).
+	go test -run '^$' -fuzz '^FuzzCanonical$' -fuzztime=10s ./internal/guestauth
+	go test -run '^$' -fuzz '^FuzzVerify$' -fuzztime=10s ./internal/guestauth
+	go test -run '^$' -fuzz '^FuzzParseChallenge$' -fuzztime=10s ./internal/portcheck
 	;;
 *)
 	echo "usage: $0 [build|test]" >&2
