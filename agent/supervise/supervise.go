@@ -11,6 +11,13 @@
 // process: after Start, nothing else in the process may wait for a child
 // (exec.Cmd.Wait, os.Process.Wait) or its status may be stolen. Only one
 // Supervisor may run per process.
+//
+// From Start on, SIGTERM, SIGINT and SIGHUP are caught for good (as PID 1
+// that is what makes the kernel deliver them at all), so they no longer end
+// the process by themselves: the agent hears of them on Signalled and ends
+// when Done closes. Other signal.Notify channels for them still get copies;
+// signal.Ignore or signal.Reset of them, or of SIGCHLD, would break the
+// supervisor.
 package supervise
 
 import (
