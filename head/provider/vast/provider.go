@@ -225,7 +225,7 @@ func (p *Provider) seen(host, machine int64) {
 
 // offersTried bounds how many offers one Rent tries when vast refuses them
 // (another renter was faster).
-const offersTried = 3
+const offersTried = 10
 
 // Rent implements provider.Provider: search, then accept the cheapest
 // offer that vast still grants.
@@ -236,7 +236,7 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	spec := p.spec(req.NodeType)
 	hosts, machines := p.excluded()
 	offers, err := p.cfg.Client.SearchOffers(ctx, Query{GPUName: spec.GPUName, NumGPUs: req.GPUs, MaxDPH: spec.MaxDPH,
-		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: 10})
+		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: offersTried})
 	if err != nil {
 		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
 	}

@@ -1,0 +1,242 @@
+package vast
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/secret"
+)
+
+const testKey = "vast-test-key-3f1c9a0b7d"
+
+// script answers each request with the next status (then 200 with body).
+type script struct {
+	mu       sync.Mutex
+	statuses []int
+	body     string
+	calls    int
+	auth     []string
+	paths    []string
+	bodies   []string
+}
+
+func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	s.paths = append(s.paths, r.Method+" "+r.URL.RequestURI())
+	b, _ := io.ReadAll(r.Body)
+	s.bodies = append(s.bodies, string(b))
+	if len(s.statuses) > 0 {
+		st := s.statuses[0]
+		s.statuses = s.statuses[1:]
+		if st != 200 {
+			w.WriteHeader(st)
+			if st == 429 {
+				io.WriteString(w, "API requests too frequent")
+			} else {
+				io.WriteString(w, `{"success":false,"error":"invalid_args","msg":"bad thing"}`)
+			}
+			return
+		}
+	}
+	io.WriteString(w, s.body)
+}
+
+func newTestClient(t *testing.T, h http.Handler, logBuf *bytes.Buffer) (*Client, *[]time.Duration) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	var waits []time.Duration
+	var log *slog.Logger
+	if logBuf != nil {
+		log = slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	c, err := NewClient(ClientConfig{BaseURL: srv.URL, Key: secret.New(testKey), Log: log,
+		Sleep: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &waits
+}
+
+// TestRetries: 429 backs off doubling up to the cap, 5xx is retried for
+// reads, a 4xx is surfaced at once with vast's message, and a create is not
+// repeated after a 500 (it may have rented).
+func TestRetries(t *testing.T) {
+	tests := []struct {
+		name      string
+		statuses  []int
+		create    bool
+		wantCalls int
+		wantErr   string // substring; "" = success
+		wantWaits []time.Duration
+	}{
+		{"429 then ok", []int{429, 429, 429, 200}, false, 4, "", []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+		{"429 capped", []int{429, 429, 429, 429, 429, 429, 200}, false, 7, "", []time.Duration{1, 2, 4, 8, 16, 30}},
+		{"429 forever", []int{429, 429, 429, 429, 429, 429, 429, 429}, false, 7, "HTTP 429: API requests too frequent", nil},
+		{"5xx retried", []int{500, 502, 200}, false, 3, "", []time.Duration{time.Second, time.Second}},
+		{"4xx surfaced", []int{400}, false, 1, "HTTP 400: invalid_args: bad thing", nil},
+		{"404 surfaced", []int{404}, false, 1, "HTTP 404", nil},
+		{"create 429 retried", []int{429, 200}, true, 2, "", []time.Duration{time.Second}},
+		{"create 503 retried", []int{503, 200}, true, 2, "", []time.Duration{time.Second}},
+		{"create 500 not retried", []int{500}, true, 1, "HTTP 500", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"instances":[]}`
+			if tt.create {
+				body = `{"success":true,"new_contract":77}`
+			}
+			s := &script{statuses: tt.statuses, body: body}
+			c, waits := newTestClient(t, s, nil)
+			var err error
+			if tt.create {
+				_, err = c.CreateInstance(context.Background(), 5, CreateRequest{Image: "x"})
+			} else {
+				_, err = c.ListInstances(context.Background())
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+			if s.calls != tt.wantCalls {
+				t.Errorf("calls = %d, want %d", s.calls, tt.wantCalls)
+			}
+			if tt.wantWaits != nil {
+				want := tt.wantWaits
+				if want[0] == 1 { // shorthand in seconds
+					for i := range want {
+						want[i] *= time.Second
+					}
+				}
+				if len(*waits) != len(want) {
+					t.Fatalf("waits = %v, want %v", *waits, want)
+				}
+				for i := range want {
+					if (*waits)[i] != want[i] {
+						t.Errorf("wait %d = %v, want %v", i, (*waits)[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAuthHeaderAndNoKeyInLogs: the key goes only in the Authorization
+// header, never in a URL, a log line or an error.
+func TestAuthHeaderAndNoKeyInLogs(t *testing.T) {
+	var logs bytes.Buffer
+	s := &script{statuses: []int{429, 500, 400}, body: `{}`}
+	c, _ := newTestClient(t, s, &logs)
+	_, err := c.SearchOffers(context.Background(), Query{GPUName: "RTX 4090", NumGPUs: 1})
+	if err == nil {
+		t.Fatal("want an error after 400")
+	}
+	for _, a := range s.auth {
+		if a != "Bearer "+testKey {
+			t.Errorf("Authorization = %q", a)
+		}
+	}
+	for _, p := range s.paths {
+		if strings.Contains(p, testKey) {
+			t.Errorf("key in URL %s", p)
+		}
+	}
+	if strings.Contains(logs.String(), testKey) || strings.Contains(err.Error(), testKey) {
+		t.Errorf("key leaked: logs %q err %v", logs.String(), err)
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("retries not logged: %q", logs.String())
+	}
+	if got := (ClientConfig{Key: secret.New(testKey)}); strings.Contains(slogText(got), testKey) {
+		t.Error("ClientConfig prints the key")
+	}
+}
+
+func slogText(v any) string {
+	var b bytes.Buffer
+	slog.New(slog.NewTextHandler(&b, nil)).Info("x", "cfg", v)
+	return b.String()
+}
+
+// TestSearchQueryAndFilter: the JSON query names GPU, count, price and the
+// excluded hosts and machines; offers that break them are dropped even when
+// vast returns them.
+func TestSearchQueryAndFilter(t *testing.T) {
+	s := &script{body: `{"offers":[
+		{"id":1,"machine_id":10,"host_id":100,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.30},
+		{"id":2,"machine_id":11,"host_id":101,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.90},
+		{"id":3,"machine_id":12,"host_id":666,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.20},
+		{"id":4,"machine_id":13,"host_id":102,"gpu_name":"RTX 3090","num_gpus":1,"dph_total":0.10},
+		{"id":5,"machine_id":14,"host_id":103,"gpu_name":"RTX 4090","num_gpus":2,"dph_total":0.10},
+		{"id":6,"machine_id":77,"host_id":104,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.25}]}`}
+	c, _ := newTestClient(t, s, nil)
+	got, err := c.SearchOffers(context.Background(), Query{GPUName: "RTX 4090", NumGPUs: 1, MaxDPH: 0.5, ExcludeHosts: []int64{666}, ExcludeMachine: []int64{77}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != 1 {
+		t.Errorf("offers = %+v, want only id 1", got)
+	}
+	if !strings.HasPrefix(s.paths[0], "GET /api/v0/bundles/?q=") {
+		t.Fatalf("path %s", s.paths[0])
+	}
+	var q map[string]any
+	raw := s.paths[0][strings.Index(s.paths[0], "q=")+2:]
+	if err := json.Unmarshal([]byte(unescape(t, raw)), &q); err != nil {
+		t.Fatal(err)
+	}
+	for field, want := range map[string]string{
+		"gpu_name": `{"eq":"RTX 4090"}`, "num_gpus": `{"eq":1}`, "dph_total": `{"lte":0.5}`,
+		"host_id": `{"notin":[666]}`, "machine_id": `{"notin":[77]}`, "rentable": `{"eq":true}`,
+	} {
+		b, _ := json.Marshal(q[field])
+		if string(b) != want {
+			t.Errorf("query %s = %s, want %s", field, b, want)
+		}
+	}
+}
+
+// TestShowGone: 404 and an empty "instances" both mean the instance is gone;
+// destroy of a gone instance is not an error.
+func TestShowGone(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		statuses []int
+		body     string
+	}{{"404", []int{404}, ""}, {"null", nil, `{"instances":null}`}} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := newTestClient(t, &script{statuses: tt.statuses, body: tt.body}, nil)
+			if _, err := c.ShowInstance(context.Background(), 9); !errors.Is(err, ErrNotFound) {
+				t.Errorf("show err = %v, want ErrNotFound", err)
+			}
+		})
+	}
+	c, _ := newTestClient(t, &script{statuses: []int{404}}, nil)
+	if err := c.DestroyInstance(context.Background(), 9); err != nil {
+		t.Errorf("destroy gone: %v", err)
+	}
+}
+
+func TestNewClientRefuses(t *testing.T) {
+	for _, cfg := range []ClientConfig{
+		{BaseURL: "ftp://x", Key: secret.New("k")},
+		{BaseURL: "http://127.0.0.1:1"},
+		{BaseURL: "::", Key: secret.New("k")},
+	} {
+		if _, err := NewClient(cfg); err == nil {
+			t.Errorf("NewClient(%s) = nil error", cfg.BaseURL)
+		}
+	}
+}

@@ -1,0 +1,241 @@
+package fakevast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/whoami"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Labels on the fake's containers.
+const (
+	LabelServer   = "fakevast.server"   // the fake's name: Cleanup finds them by it
+	LabelInstance = "fakevast.instance" // vast instance ID
+	LabelIP       = "fakevast.ip"       // the address the fake gave it
+)
+
+// DockerConfig builds a Docker backend.
+type DockerConfig struct {
+	Engine *dockerengine.Client // default /var/run/docker.sock
+	Name   string               // labels containers and names the network rayvast-fakevast-<name>
+	// Image runs every rental whose requested image is not on this machine
+	// (there is no registry here). Required.
+	Image string
+	Log   *slog.Logger
+}
+
+// Docker runs each rental as a container on a bridge network of its own,
+// shaped like a vast instance: the env and command it was given, vast's own
+// variables (CONTAINER_ID, PUBLIC_IPADDR, VAST_TCP_PORT_70000…, GPU_COUNT,
+// CONTAINER_API_KEY), NET_RAW and NET_ADMIN dropped (unless the offer is
+// Unsafe), a private /dev/shm. Its address on the bridge is its "public
+// IP": the head, listening on the gateway, sees it as the source of every
+// connection, and the 64 ports are open on it with inside = outside.
+type Docker struct {
+	cfg     DockerConfig
+	eng     *dockerengine.Client
+	net     docker.Network
+	created bool
+	dns     *whoami.Server
+	log     *slog.Logger
+
+	mu sync.Mutex // serialises address allocation with create
+}
+
+// OpenDocker ensures the network and starts a who-am-I DNS responder on its
+// gateway (the stand-in for the internet's public resolvers of the egress
+// check: containers get RAYVAST_EGRESS_RESOLVERS naming it).
+func OpenDocker(ctx context.Context, cfg DockerConfig) (*Docker, error) {
+	if cfg.Engine == nil {
+		cfg.Engine = dockerengine.New("")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Name == "" {
+		cfg.Name = "fakevast"
+	}
+	if cfg.Image == "" {
+		return nil, errors.New("fakevast docker: no image")
+	}
+	if _, err := cfg.Engine.InspectImage(ctx, cfg.Image); err != nil {
+		return nil, fmt.Errorf("fakevast docker: image %s: %w", cfg.Image, err)
+	}
+	n, created, err := docker.EnsureNetwork(ctx, cfg.Engine, "fakevast-"+cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("fakevast docker: %w", err)
+	}
+	d := &Docker{cfg: cfg, eng: cfg.Engine, net: n, created: created, log: cfg.Log}
+	if d.dns, err = whoami.Start(net.JoinHostPort(n.Gateway.String(), "0"), nil, cfg.Log); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("fakevast docker: who-am-I DNS: %w", err)
+	}
+	return d, nil
+}
+
+// Gateway is the head's address as the rentals reach it (`head init --ip`).
+func (d *Docker) Gateway() netip.Addr { return d.net.Gateway }
+
+// NetworkName is the bridge network's name.
+func (d *Docker) NetworkName() string { return d.net.Name }
+
+// Resolvers is the RAYVAST_EGRESS_RESOLVERS value given to every rental.
+func (d *Docker) Resolvers() string {
+	a := d.dns.Addr()
+	return "opendns@" + a + ",google@" + a + ",cloudflare@" + a
+}
+
+func (d *Docker) name(id int64) string {
+	return "fakevast-" + d.cfg.Name + "-" + strconv.FormatInt(id, 10)
+}
+
+// Start implements Backend.
+func (d *Docker) Start(ctx context.Context, l Launch) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ip, err := d.freeAddr(ctx)
+	if err != nil {
+		return "", err
+	}
+	env := map[string]string{}
+	for k, v := range l.Env {
+		env[k] = v
+	}
+	env[wire.EnvVastContainerID] = strconv.FormatInt(l.ID, 10)
+	env[wire.EnvVastPublicIP] = ip.String()
+	env[wire.EnvVastGPUCount] = strconv.Itoa(l.GPUs)
+	env[wire.EnvVastAPIKey] = l.APIKey
+	for i, p := range l.Ports {
+		env[wire.EnvVastPortPrefix+strconv.Itoa(wire.VastPortBase+i)] = strconv.Itoa(p)
+	}
+	if _, set := env[wire.EnvEgressResolvers]; !set {
+		env[wire.EnvEgressResolvers] = d.Resolvers()
+	}
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+	sort.Strings(list)
+	image := l.Image
+	if _, err := d.eng.InspectImage(ctx, image); err != nil {
+		image = d.cfg.Image
+	}
+	hc := dockerengine.HostConfig{NetworkMode: d.net.Name, CapDrop: []string{"NET_RAW", "NET_ADMIN"}, IpcMode: "private", ShmSize: 64 << 20}
+	if l.Unsafe {
+		hc.CapDrop, hc.CapAdd = []string{"NET_ADMIN"}, []string{"NET_RAW"}
+	}
+	cc := dockerengine.ContainerConfig{
+		Image: image, Cmd: l.Args, Env: list, Hostname: "C." + strconv.FormatInt(l.ID, 10),
+		Labels:     map[string]string{LabelServer: d.cfg.Name, LabelInstance: strconv.FormatInt(l.ID, 10), LabelIP: ip.String()},
+		HostConfig: hc,
+		NetworkingConfig: &dockerengine.NetworkingConfig{EndpointsConfig: map[string]dockerengine.EndpointSettings{
+			d.net.Name: {IPAMConfig: &dockerengine.EndpointIPAM{IPv4Address: ip.String()}},
+		}},
+	}
+	if l.Entrypoint != "" {
+		cc.Entrypoint = []string{l.Entrypoint}
+	}
+	name := d.name(l.ID)
+	id, err := d.eng.CreateContainer(ctx, name, cc)
+	if err != nil {
+		return "", fmt.Errorf("fakevast start %d: %w", l.ID, err)
+	}
+	if err := d.eng.StartContainer(ctx, id); err != nil {
+		_ = d.eng.RemoveContainer(context.WithoutCancel(ctx), id, true)
+		return "", fmt.Errorf("fakevast start %d: %w", l.ID, err)
+	}
+	d.log.Info("fakevast: container started", "instance", l.ID, "container", name, "ip", ip.String(), "image", image, "unsafe", l.Unsafe)
+	return ip.String(), nil
+}
+
+// freeAddr is the lowest address of the subnet no container holds.
+func (d *Docker) freeAddr(ctx context.Context) (netip.Addr, error) {
+	used := map[netip.Addr]bool{d.net.Gateway: true}
+	cs, err := d.eng.ListContainers(ctx, LabelServer+"="+d.cfg.Name)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, c := range cs {
+		if a, err := netip.ParseAddr(c.Labels[LabelIP]); err == nil {
+			used[a] = true
+		}
+	}
+	info, err := d.eng.InspectNetwork(ctx, d.net.ID)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, c := range info.Containers {
+		if p, err := netip.ParsePrefix(c.IPv4Address); err == nil {
+			used[p.Addr()] = true
+		}
+	}
+	for a := d.net.Subnet.Addr().Next(); d.net.Subnet.Contains(a.Next()); a = a.Next() {
+		if !used[a] {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no free address in %s", d.net.Subnet)
+}
+
+// Stop implements Backend: remove the container.
+func (d *Docker) Stop(ctx context.Context, id int64) error {
+	err := d.eng.RemoveContainer(ctx, d.name(id), true)
+	if err != nil && !errors.Is(err, dockerengine.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Kill implements Backend: SIGKILL the container, keep it.
+func (d *Docker) Kill(ctx context.Context, id int64) error {
+	err := d.eng.KillContainer(ctx, d.name(id), "KILL")
+	if err != nil && !errors.Is(err, dockerengine.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Close stops the DNS responder and removes the network if this backend made
+// it and no container is left on it.
+func (d *Docker) Close() error {
+	if d.dns != nil {
+		_ = d.dns.Close()
+	}
+	if d.created {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if cs, err := d.eng.ListContainers(ctx, LabelServer+"="+d.cfg.Name); err == nil && len(cs) == 0 {
+			_ = d.eng.RemoveNetwork(ctx, d.net.ID)
+		}
+	}
+	return nil
+}
+
+// Cleanup removes every container of the fake named name and its network.
+func Cleanup(ctx context.Context, eng *dockerengine.Client, name string) error {
+	cs, err := eng.ListContainers(ctx, LabelServer+"="+name)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, c := range cs {
+		if err := eng.RemoveContainer(ctx, c.ID, true); err != nil && !errors.Is(err, dockerengine.ErrNotFound) && first == nil {
+			first = err
+		}
+	}
+	if err := docker.Cleanup(ctx, eng, func(c string) bool { return c == "fakevast-"+name }); err != nil && first == nil {
+		first = err
+	}
+	return first
+}

@@ -1,0 +1,144 @@
+package fakevast
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// filterOffers applies vast's search query: {"field": {"op": value}} with
+// ops eq, neq, gt, gte, lt, lte, in, notin; "order" [[field, asc|desc]],
+// "limit" n and "type" (ignored: every offer is on-demand). Unknown fields
+// are ignored, as a permissive server would.
+func filterOffers(offers []Offer, q map[string]json.RawMessage) ([]Offer, error) {
+	var out []Offer
+	for _, o := range offers {
+		ok, err := matches(o, q)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, o)
+		}
+	}
+	if raw, ok := q["order"]; ok {
+		var order [][]string
+		if err := json.Unmarshal(raw, &order); err != nil {
+			return nil, fmt.Errorf("order: want [[field, dir]]")
+		}
+		for i := len(order) - 1; i >= 0; i-- {
+			if len(order[i]) == 0 {
+				continue
+			}
+			f, desc := order[i][0], len(order[i]) > 1 && order[i][1] == "desc"
+			sort.SliceStable(out, func(a, b int) bool {
+				x, y := num(field(out[a], f)), num(field(out[b], f))
+				if desc {
+					return x > y
+				}
+				return x < y
+			})
+		}
+	}
+	if raw, ok := q["limit"]; ok {
+		var n int
+		if err := json.Unmarshal(raw, &n); err == nil && n > 0 && n < len(out) {
+			out = out[:n]
+		}
+	}
+	if out == nil {
+		out = []Offer{}
+	}
+	return out, nil
+}
+
+func field(o Offer, name string) any {
+	switch name {
+	case "id":
+		return float64(o.ID)
+	case "machine_id":
+		return float64(o.MachineID)
+	case "host_id":
+		return float64(o.HostID)
+	case "gpu_name":
+		return o.GPUName
+	case "num_gpus":
+		return float64(o.NumGPUs)
+	case "dph_total":
+		return o.DPHTotal
+	case "verified":
+		return o.Verified
+	case "rentable":
+		return o.Rentable
+	case "rented":
+		return o.Rented
+	}
+	return nil
+}
+
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+func matches(o Offer, q map[string]json.RawMessage) (bool, error) {
+	for name, raw := range q {
+		switch name {
+		case "order", "limit", "type", "disable_bundling", "allocated_storage":
+			continue
+		}
+		have := field(o, name)
+		if have == nil {
+			continue
+		}
+		var ops map[string]any
+		if err := json.Unmarshal(raw, &ops); err != nil {
+			return false, fmt.Errorf("%s: want {\"op\": value}", name)
+		}
+		for op, want := range ops {
+			ok, err := compare(have, op, want)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", name, err)
+			}
+			if !ok {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+func compare(have any, op string, want any) (bool, error) {
+	switch op {
+	case "eq":
+		return have == want, nil
+	case "neq":
+		return have != want, nil
+	case "in", "notin":
+		list, ok := want.([]any)
+		if !ok {
+			return false, fmt.Errorf("%s wants a list", op)
+		}
+		found := false
+		for _, w := range list {
+			found = found || w == have
+		}
+		return found == (op == "in"), nil
+	case "gt", "gte", "lt", "lte":
+		h, ok1 := have.(float64)
+		w, ok2 := want.(float64)
+		if !ok1 || !ok2 {
+			return false, fmt.Errorf("%s wants numbers", op)
+		}
+		switch op {
+		case "gt":
+			return h > w, nil
+		case "gte":
+			return h >= w, nil
+		case "lt":
+			return h < w, nil
+		}
+		return h <= w, nil
+	}
+	return false, fmt.Errorf("unknown operator %q", op)
+}

@@ -1,0 +1,497 @@
+// Package fakevast is a fake of the part of vast.ai's REST API that rayvast
+// uses: offer search, create (accept an ask), show, list and destroy
+// instances. Instances turn "running" after a delay, requests to one
+// endpoint closer together than a minimum interval get 429 (vast's own rate
+// limit shape), and a destroyed instance answers 404. A Backend makes each
+// rental real: Docker runs a container with the env and command it was
+// given and 64 identical ports (docker.go). README.md names the vast.ai
+// document each behaviour comes from.
+package fakevast
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Offer is one machine for rent. Unsafe is the fake's own knob (not vast's):
+// the host keeps NET_RAW in its containers, so rayvast's checks refuse it.
+type Offer struct {
+	ID        int64   `json:"id"`
+	MachineID int64   `json:"machine_id"`
+	HostID    int64   `json:"host_id"`
+	GPUName   string  `json:"gpu_name"`
+	NumGPUs   int     `json:"num_gpus"`
+	DPHTotal  float64 `json:"dph_total"`
+	Verified  bool    `json:"verified"`
+	Rentable  bool    `json:"rentable"`
+	Rented    bool    `json:"rented"`
+	Unsafe    bool    `json:"fakevast_unsafe,omitempty"`
+}
+
+// DefaultOffers are n offers of machines without GPUs (the containers of
+// this machine have none, and the fake does not lie about it), on distinct
+// hosts and machines, cheapest first.
+func DefaultOffers(n int) []Offer {
+	out := make([]Offer, n)
+	for i := range out {
+		out[i] = Offer{ID: int64(5001 + i), MachineID: int64(2001 + i), HostID: int64(1001 + i), GPUName: "fake-cpu",
+			NumGPUs: 0, DPHTotal: 0.10 + 0.01*float64(i), Verified: true, Rentable: true}
+	}
+	return out
+}
+
+// Launch is what a Backend needs to run one instance.
+type Launch struct {
+	ID         int64
+	Image      string
+	Entrypoint string
+	Args       []string
+	Env        map[string]string // the rental's env with the "-p" port requests removed
+	Ports      []int             // the 64 identical ports granted for 70000…70063
+	GPUs       int
+	Unsafe     bool
+	APIKey     string // CONTAINER_API_KEY of this instance
+}
+
+// Backend runs the containers behind the API.
+type Backend interface {
+	// Start runs the instance and returns its public IP.
+	Start(ctx context.Context, l Launch) (publicIP string, err error)
+	// Stop ends it for good (destroy).
+	Stop(ctx context.Context, id int64) error
+	// Kill stops its process but keeps the instance (a host failure).
+	Kill(ctx context.Context, id int64) error
+}
+
+// Config builds a Server.
+type Config struct {
+	Key        string        // the API key every request must carry as Bearer
+	Offers     []Offer       // default DefaultOffers(8)
+	StartDelay time.Duration // create → running
+	// MinInterval is vast's rate limit: a request to the same endpoint and
+	// method sooner than this after the previous one gets 429. 0 = none.
+	MinInterval time.Duration
+	Backend     Backend // nil: instances run nowhere (API tests)
+	Now         func() time.Time
+	Log         *slog.Logger
+}
+
+// Instance is the fake's record of one rental.
+type Instance struct {
+	ID        int64
+	Offer     Offer
+	Label     string
+	Image     string
+	Runtype   string
+	Env       map[string]string
+	Onstart   string
+	Args      []string
+	Created   time.Time
+	Ports     []int
+	PublicIP  string // once the backend started it
+	StartErr  string
+	Killed    bool
+	Destroyed bool
+}
+
+// Server is the fake API. Safe for concurrent use.
+type Server struct {
+	cfg Config
+
+	mu        sync.Mutex
+	offers    []Offer
+	instances map[int64]*Instance
+	nextID    int64
+	last      map[string]time.Time // endpoint → last request
+	calls     map[string]int
+	limited   int
+	wg        sync.WaitGroup
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.Offers == nil {
+		cfg.Offers = DefaultOffers(8)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	offers := append([]Offer(nil), cfg.Offers...)
+	return &Server{cfg: cfg, offers: offers, instances: map[int64]*Instance{}, nextID: 31000001,
+		last: map[string]time.Time{}, calls: map[string]int{}}
+}
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v0/bundles/", s.search)
+	mux.HandleFunc("POST /api/v0/bundles/", s.search)
+	mux.HandleFunc("PUT /api/v0/search/asks/", s.search)
+	mux.HandleFunc("PUT /api/v0/asks/{id}/", s.create)
+	mux.HandleFunc("GET /api/v0/instances/", s.list)
+	mux.HandleFunc("GET /api/v0/instances/{id}/", s.show)
+	mux.HandleFunc("DELETE /api/v0/instances/{id}/", s.destroy)
+	return s.guard(mux)
+}
+
+// guard checks the key and the per-endpoint rate limit.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Key)) != 1 {
+			fail(w, http.StatusUnauthorized, "auth_error", "Invalid or missing API key")
+			return
+		}
+		ep := r.Method + " " + endpoint(r.URL.Path)
+		s.mu.Lock()
+		now := s.cfg.Now()
+		prev, seen := s.last[ep]
+		s.last[ep] = now
+		s.calls[ep]++
+		limited := s.cfg.MinInterval > 0 && seen && now.Sub(prev) < s.cfg.MinInterval
+		if limited {
+			s.limited++
+		}
+		s.mu.Unlock()
+		if limited {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, "API requests too frequent: endpoint threshold="+s.cfg.MinInterval.String())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// endpoint replaces numeric path segments so /instances/1/ and /instances/2/
+// share one limit, as they do at vast.
+func endpoint(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			parts[i] = "{id}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func fail(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"success": false, "error": code, "msg": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// search answers an offer search: the query is the JSON of ?q= (GET) or the
+// body, either bare or as {"q": …}.
+func (s *Server) search(w http.ResponseWriter, r *http.Request) {
+	var raw []byte
+	if q := r.URL.Query().Get("q"); q != "" {
+		raw = []byte(q)
+	} else {
+		raw, _ = io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	}
+	q := map[string]json.RawMessage{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &q); err != nil {
+			fail(w, http.StatusBadRequest, "invalid_args", "query is not a JSON object: "+err.Error())
+			return
+		}
+		if inner, ok := q["q"]; ok {
+			q = map[string]json.RawMessage{}
+			if err := json.Unmarshal(inner, &q); err != nil {
+				fail(w, http.StatusBadRequest, "invalid_args", "q is not a JSON object")
+				return
+			}
+		}
+	}
+	s.mu.Lock()
+	offers := append([]Offer(nil), s.offers...)
+	s.mu.Unlock()
+	out, err := filterOffers(offers, q)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "invalid_args", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"offers": out})
+}
+
+// create accepts an offer: PUT /api/v0/asks/{id}/.
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	offerID, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "invalid_args", "ask id must be a number")
+		return
+	}
+	var req struct {
+		Image       string            `json:"image"`
+		Label       string            `json:"label"`
+		Disk        float64           `json:"disk"`
+		Runtype     string            `json:"runtype"`
+		Env         map[string]string `json:"env"`
+		Onstart     string            `json:"onstart"`
+		Entrypoint  string            `json:"entrypoint"`
+		Args        []string          `json:"args"`
+		TargetState string            `json:"target_state"`
+		Cancel      bool              `json:"cancel_unavail"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, "invalid_args", "body: "+err.Error())
+		return
+	}
+	if req.Image == "" {
+		fail(w, http.StatusBadRequest, "invalid_args", "image is required")
+		return
+	}
+	s.mu.Lock()
+	idx := -1
+	for i, o := range s.offers {
+		if o.ID == offerID {
+			idx = i
+		}
+	}
+	if idx < 0 || s.offers[idx].Rented || !s.offers[idx].Rentable {
+		s.mu.Unlock()
+		fail(w, http.StatusBadRequest, "no_such_ask", fmt.Sprintf("Instance type by id %d is not available.", offerID))
+		return
+	}
+	s.offers[idx].Rented = true
+	id := s.nextID
+	s.nextID++
+	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
+		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Ports: grantPorts(id)}
+	s.instances[id] = in
+	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.Entrypoint, Args: req.Args, Env: map[string]string{},
+		Ports: in.Ports, GPUs: in.Offer.NumGPUs, Unsafe: in.Offer.Unsafe, APIKey: randomHex(32)}
+	for k, v := range req.Env {
+		if !strings.HasPrefix(k, "-p ") {
+			launch.Env[k] = v
+		}
+	}
+	s.mu.Unlock()
+	s.cfg.Log.Info("fakevast: instance created", "instance", id, "offer", offerID, "host", in.Offer.HostID, "label", req.Label)
+	if s.cfg.Backend != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ip, err := s.cfg.Backend.Start(context.Background(), launch)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if err != nil {
+				in.StartErr = err.Error()
+				s.cfg.Log.Error("fakevast: start failed", "instance", id, "err", err)
+				return
+			}
+			in.PublicIP = ip
+			if in.Destroyed { // destroyed while starting
+				go s.cfg.Backend.Stop(context.Background(), id)
+			}
+		}()
+	} else {
+		in.PublicIP = "192.0.2." + strconv.FormatInt(id%250+1, 10)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "new_contract": id})
+}
+
+// grantPorts picks the 64 identical ports vast grants for 70000…70063: a
+// stable pseudo-random run per instance in 20000–59999.
+func grantPorts(id int64) []int {
+	base := 20000 + int(id*193%600)*64
+	ps := make([]int, wire.PortCount)
+	for i := range ps {
+		ps[i] = base + i
+	}
+	return ps
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*Instance, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "invalid_args", "instance id must be a number")
+		return nil, false
+	}
+	in, ok := s.instances[id]
+	if !ok || in.Destroyed {
+		fail(w, http.StatusNotFound, "no_such_instance", fmt.Sprintf("Instance %d not found.", id))
+		return nil, false
+	}
+	return in, true
+}
+
+func (s *Server) show(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"instances": s.view(in)})
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]int64, 0, len(s.instances))
+	for id, in := range s.instances {
+		if !in.Destroyed {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	views := make([]map[string]any, 0, len(ids))
+	for _, id := range ids {
+		views = append(views, s.view(s.instances[id]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"instances_found": len(views), "instances": views})
+}
+
+func (s *Server) destroy(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	in, ok := s.lookup(w, r)
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
+	in.Destroyed = true
+	for i := range s.offers {
+		if s.offers[i].ID == in.Offer.ID {
+			s.offers[i].Rented = false
+		}
+	}
+	started := in.PublicIP != "" || in.StartErr != ""
+	s.mu.Unlock()
+	if s.cfg.Backend != nil && started {
+		if err := s.cfg.Backend.Stop(r.Context(), in.ID); err != nil {
+			s.cfg.Log.Error("fakevast: stop failed", "instance", in.ID, "err", err)
+		}
+	}
+	s.cfg.Log.Info("fakevast: instance destroyed", "instance", in.ID)
+	writeJSON(w, http.StatusOK, map[string]any{"success": true})
+}
+
+// status is actual_status: null while "provisioning", loading until the
+// delay passed and the backend started it, then running (or exited).
+func (s *Server) status(in *Instance) any {
+	age := s.cfg.Now().Sub(in.Created)
+	switch {
+	case in.StartErr != "" || in.Killed:
+		return "exited"
+	case age < s.cfg.StartDelay/2:
+		return nil
+	case age < s.cfg.StartDelay || in.PublicIP == "":
+		return "loading"
+	}
+	return "running"
+}
+
+// view is the instance as vast shows it (the fields of SOURCES: show
+// instance), env as extra_env pairs.
+func (s *Server) view(in *Instance) map[string]any {
+	st := s.status(in)
+	ip := ""
+	ports := map[string]any{}
+	if st == "running" {
+		ip = in.PublicIP
+		for _, p := range in.Ports {
+			ports[strconv.Itoa(p)+"/tcp"] = []map[string]string{{"HostIp": "0.0.0.0", "HostPort": strconv.Itoa(p)}}
+		}
+	}
+	keys := make([]string, 0, len(in.Env))
+	for k := range in.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	extra := make([][2]string, 0, len(keys))
+	for _, k := range keys {
+		extra = append(extra, [2]string{k, in.Env[k]})
+	}
+	var label any
+	if in.Label != "" {
+		label = in.Label
+	}
+	msg := "success, running " + in.Image
+	if in.StartErr != "" {
+		msg = "Error: " + in.StartErr
+	}
+	return map[string]any{
+		"id": in.ID, "actual_status": st, "intended_status": "running", "cur_state": "running",
+		"label": label, "image_uuid": in.Image, "image_runtype": in.Runtype, "image_args": in.Args,
+		"extra_env": extra, "onstart": in.Onstart, "status_msg": msg,
+		"public_ipaddr": ip, "ports": ports, "machine_id": in.Offer.MachineID, "host_id": in.Offer.HostID,
+		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": in.Offer.DPHTotal,
+		"start_date": float64(in.Created.UnixNano()) / 1e9,
+	}
+}
+
+// Kill makes an instance's host fail: its process stops (the node goes
+// silent), the instance stays until destroyed.
+func (s *Server) Kill(ctx context.Context, id int64) error {
+	s.mu.Lock()
+	in, ok := s.instances[id]
+	if ok {
+		in.Killed = true
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("fakevast kill %d: no such instance", id)
+	}
+	if s.cfg.Backend != nil {
+		return s.cfg.Backend.Kill(ctx, id)
+	}
+	return nil
+}
+
+// Live returns the instances not destroyed, by ID.
+func (s *Server) Live() []Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Instance
+	for _, in := range s.instances {
+		if !in.Destroyed {
+			c := *in
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Stats are request counts per endpoint and how many got 429.
+func (s *Server) Stats() (calls map[string]int, limited int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		c[k] = v
+	}
+	return c, s.limited
+}
+
+// Wait waits for backend starts in flight.
+func (s *Server) Wait() { s.wg.Wait() }

@@ -1,0 +1,165 @@
+package fakevast
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// memBackend records launches.
+type memBackend struct {
+	mu       sync.Mutex
+	launches map[int64]Launch
+	stopped  map[int64]bool
+}
+
+func (m *memBackend) Start(_ context.Context, l Launch) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.launches[l.ID] = l
+	return "198.51.100.7", nil
+}
+func (m *memBackend) Stop(_ context.Context, id int64) error {
+	m.mu.Lock()
+	m.stopped[id] = true
+	m.mu.Unlock()
+	return nil
+}
+func (m *memBackend) Kill(context.Context, int64) error { return nil }
+
+type api struct {
+	t   *testing.T
+	url string
+	key string
+}
+
+func (a api) call(method, path, body string) (int, map[string]any) {
+	a.t.Helper()
+	req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+// TestLifecycle: search → create → loading → running with a public IP and
+// the 64 identical ports → list by label → destroy → 404; the backend got the
+// env without the "-p" keys and the command; the offer is rented meanwhile.
+func TestLifecycle(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	be := &memBackend{launches: map[int64]Launch{}, stopped: map[int64]bool{}}
+	s := New(Config{Key: "k", StartDelay: 10 * time.Second, Backend: be, Now: clk.Now, Offers: DefaultOffers(2)})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	a := api{t, srv.URL, "k"}
+
+	q := url.QueryEscape(`{"num_gpus":{"eq":0},"rented":{"eq":false},"host_id":{"notin":[1001]},"order":[["dph_total","asc"]]}`)
+	st, m := a.call("GET", "/api/v0/bundles/?q="+q, "")
+	offers, _ := m["offers"].([]any)
+	if st != 200 || len(offers) != 1 || offers[0].(map[string]any)["host_id"].(float64) != 1002 {
+		t.Fatalf("search: %d %v", st, m)
+	}
+	st, m = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img","label":"rayvast:c:x1","runtype":"args","entrypoint":"/bin/sh","args":["-c","echo hi"],"env":{"A":"1","-p 70000:70000":"1"}}`)
+	if st != 200 || m["success"] != true {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	id := int64(m["new_contract"].(float64))
+	path := "/api/v0/instances/" + jsonNum(id) + "/"
+	s.Wait()
+	if _, m = a.call("GET", path, ""); m["instances"].(map[string]any)["actual_status"] != nil {
+		t.Errorf("fresh instance status = %v, want null", m["instances"].(map[string]any)["actual_status"])
+	}
+	clk.Add(6 * time.Second)
+	if _, m = a.call("GET", path, ""); m["instances"].(map[string]any)["actual_status"] != "loading" || m["instances"].(map[string]any)["public_ipaddr"] != "" {
+		t.Errorf("loading instance: %v", m["instances"])
+	}
+	clk.Add(5 * time.Second)
+	_, m = a.call("GET", path, "")
+	in := m["instances"].(map[string]any)
+	if in["actual_status"] != "running" || in["public_ipaddr"] != "198.51.100.7" || in["label"] != "rayvast:c:x1" || in["host_id"].(float64) != 1002 {
+		t.Errorf("running instance: %v", in)
+	}
+	if n := len(in["ports"].(map[string]any)); n != 64 {
+		t.Errorf("ports = %d, want 64", n)
+	}
+	l := be.launches[id]
+	if l.Env["A"] != "1" || len(l.Env) != 1 || l.Entrypoint != "/bin/sh" || strings.Join(l.Args, " ") != "-c echo hi" || len(l.Ports) != 64 {
+		t.Errorf("launch = %+v", l)
+	}
+	if st, m = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img"}`); st != 400 || m["error"] != "no_such_ask" {
+		t.Errorf("second create on a rented offer: %d %v", st, m)
+	}
+	_, m = a.call("GET", "/api/v0/instances/", "")
+	if len(m["instances"].([]any)) != 1 {
+		t.Errorf("list: %v", m)
+	}
+	if st, _ = a.call("DELETE", path, ""); st != 200 || !be.stopped[id] {
+		t.Errorf("destroy: %d stopped=%v", st, be.stopped[id])
+	}
+	for _, method := range []string{"GET", "DELETE"} {
+		if st, m = a.call(method, path, ""); st != 404 {
+			t.Errorf("%s gone instance: %d %v, want 404", method, st, m)
+		}
+	}
+	if st, _ = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img"}`); st != 200 {
+		t.Errorf("offer not free after destroy: %d", st)
+	}
+}
+
+// TestAuthAndRateLimit: a wrong key is 401; two calls to one endpoint closer
+// than MinInterval give 429 (plain text, as vast), other endpoints are not
+// affected, and after the interval it answers again.
+func TestAuthAndRateLimit(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	s := New(Config{Key: "k", MinInterval: time.Second, Now: clk.Now})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	if st, _ := (api{t, srv.URL, "wrong"}).call("GET", "/api/v0/instances/", ""); st != 401 {
+		t.Errorf("wrong key: %d, want 401", st)
+	}
+	a := api{t, srv.URL, "k"}
+	clk.Add(time.Minute)
+	if st, _ := a.call("GET", "/api/v0/instances/", ""); st != 200 {
+		t.Errorf("first: %d", st)
+	}
+	if st, _ := a.call("GET", "/api/v0/instances/", ""); st != 429 {
+		t.Errorf("second at once: %d, want 429", st)
+	}
+	if st, _ := a.call("GET", "/api/v0/bundles/", ""); st != 200 {
+		t.Errorf("other endpoint: %d, want 200", st)
+	}
+	clk.Add(2 * time.Second)
+	if st, _ := a.call("GET", "/api/v0/instances/", ""); st != 200 {
+		t.Errorf("after the interval: %d", st)
+	}
+	if _, limited := s.Stats(); limited != 1 {
+		t.Errorf("limited = %d, want 1", limited)
+	}
+}
+
+func jsonNum(id int64) string { b, _ := json.Marshal(id); return string(b) }
