@@ -362,6 +362,10 @@ func TestRejections(t *testing.T) {
 			if st, body := h.post(t, c.ip, req); st != 403 || body != `{"error":"refused"}` {
 				t.Errorf("token still works after rejection: %d %s", st, body)
 			}
+			h.clk.Add(c.block + time.Second)
+			if _, still := h.block.Blocked(cand.HostID); still {
+				t.Errorf("still blocklisted after %v", c.block)
+			}
 		})
 	}
 }
@@ -420,5 +424,48 @@ func TestBootstrapAndCA(t *testing.T) {
 	resp.Body.Close()
 	if buf.String() != "#!agent binary" || resp.Header.Get("Content-Type") != "application/octet-stream" {
 		t.Errorf("bootstrap %q %s", buf.String(), resp.Header.Get("Content-Type"))
+	}
+}
+
+// TestConcurrentLastSlot: candidates racing for the one slot of a node type
+// get exactly one 200; the others are rejected no_slot and destroyed.
+func TestConcurrentLastSlot(t *testing.T) {
+	h := newHead(t)
+	const n = 4
+	type cand struct {
+		req wire.EnrollRequest
+		ip  string
+	}
+	var cs []cand
+	for i := range n {
+		ip := fmt.Sprintf("127.0.7.%d", i+1)
+		inst := fmt.Sprintf("race-%d", i)
+		_, tok, a := h.candidate(t, inst, ip, "tiny", fakeagent.Answer)
+		cs = append(cs, cand{a.Request(inst, tok.Reveal(), 0), ip})
+	}
+	bodies := make(chan string, n)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, b, err := fakeagent.Post(context.Background(), fakeagent.Client(c.ip, h.ca.Pool(), nil), h.url+"/enroll", c.req)
+			if err != nil {
+				t.Error(err)
+			}
+			bodies <- fmt.Sprint(st, " ", strings.Contains(string(b), `"reason":"no_slot"`))
+		}()
+	}
+	wg.Wait()
+	close(bodies)
+	got := map[string]int{}
+	for b := range bodies {
+		got[b]++
+	}
+	if got["200 false"] != 1 || got["403 true"] != n-1 {
+		t.Errorf("outcomes %v, want one 200 and %d no_slot", got, n-1)
+	}
+	if len(h.destroyed) != n-1 {
+		t.Errorf("destroyed %d, want %d", len(h.destroyed), n-1)
 	}
 }
