@@ -124,6 +124,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := answer.Decode(w, r, &hb); err != nil {
 		return err
 	}
+	if hb.Version != wire.Version {
+		return answer.Errorf(http.StatusBadRequest, "bad_request", "unsupported version", nil)
+	}
 	if hb.InstanceID != id {
 		return s.forbidden("body_names_other_instance", nil)
 	}
@@ -149,6 +152,9 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) error {
 	var rep wire.Report
 	if err := answer.Decode(w, r, &rep); err != nil {
 		return err
+	}
+	if rep.Version != wire.Version {
+		return answer.Errorf(http.StatusBadRequest, "bad_request", "unsupported version", nil)
 	}
 	if rep.InstanceID != id {
 		return s.forbidden("body_names_other_instance", nil)

@@ -172,6 +172,7 @@ func TestHeartbeatBadBody(t *testing.T) {
 		want int
 	}{
 		{"garbage", []byte("{"), 400},
+		{"version 2", []byte(`{"version":2,"instance_id":"i1"}`), 400},
 		{"unknown field", []byte(`{"version":1,"instance_id":"i1","x":1}`), 400},
 		{"oversize", []byte(`{"instance_id":"` + strings.Repeat("a", 70<<10) + `"}`), 413},
 	} {
