@@ -170,38 +170,13 @@ func field(t *testing.T, line, key string) int {
 	return 0
 }
 
-// procStat is the (pid, state, ppid) of every process in /proc.
-type procStat struct {
-	pid, ppid int
-	state     string
-}
-
 func readProcs(t *testing.T) []procStat {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
+	procs, err := scanProcs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []procStat
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// comm may hold spaces and parentheses: the fields start after the last ')'.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		out = append(out, procStat{pid: pid, ppid: ppid, state: f[0]})
-	}
-	return out
+	return procs
 }
 
 // zombiesOf lists the zombie children of ppid.

@@ -5,6 +5,7 @@ package supervise
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ const (
 	envGrace     = "SUPERVISE_GRACE"     // supervisor: Config.Grace
 	envStraggler = "SUPERVISE_STRAGGLER" // straggler child: its grandchild's scenario
 	envParent    = "SUPERVISE_PARENT"    // orphan: the pid of the parent that abandons it
+	envLinger    = "SUPERVISE_LINGER"    // supervisor: after Done, stay until all children are reaped
 )
 
 // helperDeadline bounds every wait inside a helper so a broken supervisor
@@ -90,6 +92,10 @@ func runHelper(scenario string) int {
 		return orphanParent()
 	case scenario == "orphan":
 		return orphan()
+	case scenario == "detach":
+		return detachMain()
+	case scenario == "detached":
+		return detached()
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper scenario %q\n", scenario)
 	return 100
@@ -130,7 +136,36 @@ func supervisorMain() int {
 		}
 	}
 	report("supervisor exit %d", sup.ExitCode())
+	if os.Getenv(envLinger) != "" {
+		report("supervisor after done: %s", waitNoChildren())
+	}
 	return sup.ExitCode()
+}
+
+// waitNoChildren plays an agent that outlives Ray (the last heartbeat): it
+// polls until the process has no children left, not even zombies, which only
+// happens if the supervisor still reaps after Done.
+func waitNoChildren() string {
+	deadline := time.Now().Add(helperDeadline)
+	for {
+		procs, err := scanProcs()
+		if err != nil {
+			return err.Error()
+		}
+		var left []string
+		for _, p := range procs {
+			if p.ppid == os.Getpid() {
+				left = append(left, fmt.Sprintf("pid=%d state=%s", p.pid, p.state))
+			}
+		}
+		if len(left) == 0 {
+			return "no children"
+		}
+		if time.Now().After(deadline) {
+			return "children left: " + strings.Join(left, ", ")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // startErrorsMain checks Start's refusals, which need a process of their own
@@ -235,6 +270,38 @@ func orphansMain() int {
 	return reportSignal("child", 7)
 }
 
+// detachMain leaves behind a process in a session of its own, which the
+// group drain does not wait for, and exits 4.
+func detachMain() int {
+	d := helperCmd("detached")
+	d.Stdin = os.Stdin
+	d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := d.StdoutPipe()
+	if err == nil {
+		err = d.Start()
+	}
+	if err != nil {
+		report("child start detached: %v", err)
+		return 1
+	}
+	bufio.NewReader(out).ReadString('\n')
+	return 4
+}
+
+// detached outlives the main child, is adopted by the supervisor, and exits
+// when the test closes stdin.
+func detached() int {
+	parent := os.Getppid()
+	fmt.Println("ready")
+	deadline := time.Now().Add(helperDeadline)
+	for os.Getppid() == parent && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	report("detached pid=%d ppid=%d", os.Getpid(), os.Getppid())
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
 func orphanParent() int {
 	o := helperCmd("orphan", envParent+"="+strconv.Itoa(os.Getpid()))
 	if err := o.Start(); err != nil {
@@ -289,4 +356,38 @@ func blockForever() int {
 	for {
 		time.Sleep(time.Hour)
 	}
+}
+
+// procStat is one process as /proc/PID/stat shows it.
+type procStat struct {
+	pid, ppid int
+	state     string
+}
+
+// scanProcs reads every process's pid, state and parent from /proc.
+func scanProcs() ([]procStat, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []procStat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// comm may hold spaces and parentheses: the fields start after the last ')'.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		out = append(out, procStat{pid: pid, ppid: ppid, state: f[0]})
+	}
+	return out, nil
 }

@@ -321,3 +321,24 @@ func deadOrZombie(t *testing.T, pid int) bool {
 	}
 	return true
 }
+
+// TestReapsAfterDone proves the supervisor keeps reaping once the main child
+// is done: a process that left the group (setsid) is adopted and, when it
+// exits after Done, reaped, while the exit code stays the main child's.
+func TestReapsAfterDone(t *testing.T) {
+	r := startSupervisor(t, "detach", politeGrace, nil, envLinger+"=1")
+	sup := field(t, r.expect("supervisor pid="), "pid")
+	if got := r.expect("supervisor exit"); got != "supervisor exit 4" {
+		t.Errorf("got %q, want the main child's code 4", got)
+	}
+	if got := field(t, r.expect("detached pid="), "ppid"); got != sup {
+		t.Errorf("detached process adopted by %d, want the supervisor %d", got, sup)
+	}
+	r.stdin.Close() // the detached process exits now, after Done
+	if got := r.expect("supervisor after done"); got != "supervisor after done: no children" {
+		t.Errorf("got %q, want every child reaped", got)
+	}
+	if got := r.wait(); got != 4 {
+		t.Errorf("exit: got %d, want 4", got)
+	}
+}
