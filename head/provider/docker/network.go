@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -51,6 +52,38 @@ func nameSafe(s string) string {
 // probe network is created without one, read, removed, and the real network
 // is created with that subnet. created reports whether this call made it.
 func EnsureNetwork(ctx context.Context, eng *dockerengine.Client, cluster string) (n Network, created bool, err error) {
+	return ensureNetwork(ctx, eng, cluster, netip.Addr{})
+}
+
+// EnsureNetworkFor is EnsureNetwork for a head whose IP is already chosen
+// (`head init --ip`): when the network is new and headIP is a private IPv4
+// address no local interface has, the network is made around it (its /24,
+// headIP as the gateway), so `head init --ip 10.77.0.1` then `head serve
+// --provider docker` works with no other step. Otherwise Docker picks.
+func EnsureNetworkFor(ctx context.Context, eng *dockerengine.Client, cluster, headIP string) (Network, bool, error) {
+	ip, err := netip.ParseAddr(headIP)
+	if err != nil || !ip.Is4() || !ip.IsPrivate() || isLocalAddr(ip) {
+		ip = netip.Addr{}
+	}
+	return ensureNetwork(ctx, eng, cluster, ip)
+}
+
+func isLocalAddr(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // unknown: let Docker pick
+	}
+	for _, a := range addrs {
+		if pn, ok := a.(*net.IPNet); ok {
+			if x, ok := netip.AddrFromSlice(pn.IP); ok && x.Unmap() == ip {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func ensureNetwork(ctx context.Context, eng *dockerengine.Client, cluster string, gateway netip.Addr) (n Network, created bool, err error) {
 	name := NetworkName(cluster)
 	info, err := eng.InspectNetwork(ctx, name)
 	if err == nil {
@@ -65,8 +98,12 @@ func EnsureNetwork(ctx context.Context, eng *dockerengine.Client, cluster string
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		subnet, gw, err := probeSubnet(ctx, eng, name+"-probe", cluster)
-		if err != nil {
+		var subnet, gw string
+		if gateway.IsValid() {
+			pfx, _ := gateway.Prefix(24)
+			subnet, gw = pfx.String(), gateway.String()
+			attempt = 3 // a fixed choice: no point retrying
+		} else if subnet, gw, err = probeSubnet(ctx, eng, name+"-probe", cluster); err != nil {
 			return n, false, err
 		}
 		_, err = eng.CreateNetwork(ctx, dockerengine.NetworkConfig{

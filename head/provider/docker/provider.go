@@ -120,7 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 	if _, err := cfg.Engine.InspectImage(ctx, cfg.Image); err != nil {
 		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
 	}
-	n, created, err := EnsureNetwork(ctx, cfg.Engine, cfg.Cluster)
+	n, created, err := EnsureNetworkFor(ctx, cfg.Engine, cfg.Cluster, cfg.HeadIP)
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: %w", err)
 	}

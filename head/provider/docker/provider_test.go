@@ -180,3 +180,27 @@ func TestReopenKeepsNetworkAndDNSPort(t *testing.T) {
 		t.Errorf("List after reopen = %+v, %v", list, err)
 	}
 }
+
+// TestNetworkAroundHeadIP: a head initialised with a private IP no
+// interface has gets its network built around it, so the head can listen
+// there once the provider is open.
+func TestNetworkAroundHeadIP(t *testing.T) {
+	eng := engine(t)
+	img := testImage(t, eng)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster := fmt.Sprintf("ptest-%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
+	headIP := fmt.Sprintf("10.213.%d.1", time.Now().UnixNano()%200+20)
+	p, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, HeadIP: headIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Network(); got.Gateway.String() != headIP || got.Subnet.Bits() != 24 || !got.Subnet.Contains(got.Gateway) {
+		t.Errorf("network %+v, want a /24 with gateway %s", got, headIP)
+	}
+	if !strings.HasPrefix(p.DNSAddr(), headIP+":") {
+		t.Errorf("DNS on %s, want the head IP", p.DNSAddr())
+	}
+}
