@@ -2,9 +2,6 @@ package agentflow
 
 import (
 	"encoding/json"
-	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/whoami"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -27,87 +23,21 @@ const (
 
 // TestAgentFlow is the whole life of one candidate, as numbered steps.
 func TestAgentFlow(t *testing.T) {
-	requireRoot(t, "ip", "unshare", "capsh", "python3", "sh")
-	repo := repoRoot(t)
-	tmp := t.TempDir()
-	headBin, agentBin := buildBinaries(t, repo, tmp)
-	python := realPython(t)
-
-	// 1. Network: the candidate's own netns, the head and the who-am-I
-	// resolver on the host side of a veth pair.
-	vn := newVethNet(t)
-	dns, err := whoami.Start(net.JoinHostPort(vn.HostIP, "0"), nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dns.Close()
-
-	// 2. The head: init, config with a 1 s heartbeat, serve.
-	h := startHead(t, headBin, agentBin, tmp, vn.HostIP)
-
-	// 3. A candidate over the admin API, its env as a provider would rent it.
-	created := h.createCandidate(t, vn.NodeIP)
-	secrets := h.secrets(t)
-	secrets["join token"] = created.JoinToken
-	secrets["CONTAINER_API_KEY"] = containerAPIKey
-
-	state := filepath.Join(tmp, "node-state")
-	record := filepath.Join(tmp, "fakeray.json")
-	env := []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/root", "TMPDIR=" + tmp,
-		"RAYVAST_PORTS=" + portList(41000),
-		"RAYVAST_PYTHON=" + python,
-		"RAYVAST_STATE=" + state,
-		"RAYVAST_EGRESS_RESOLVERS=" + fmt.Sprintf("opendns@%s,cloudflare@%s,google@%s", dns.Addr(), dns.Addr(), dns.Addr()),
-		"RAYVAST_BOOT_TRIES=5", "RAYVAST_BOOT_MAXWAIT=2",
-		"PYTHONPATH=" + filepath.Join(repo, "test", "fakeray"),
-		"FAKERAY_RECORD=" + record,
-		"FAKERAY_EXIT_CODE=" + strconv.Itoa(rayExitCode),
-		"FAKERAY_IMPORT=rayvast_e2e_shim",
-		"CONTAINER_API_KEY=" + containerAPIKey,
-		"E2E_PLAIN=kept",                         // an ordinary variable: reaches Ray
-		"E2E_COPY_OF_TOKEN=" + created.JoinToken, // a secret under another name: must not
-	}
-	for k, v := range created.Env {
-		env = append(env, k+"="+v)
-	}
-
-	// 4. The candidate: bootloader.sh as PID 1 of a new PID namespace, in
-	// the netns, with a private empty /dev/shm and no NET_RAW/NET_ADMIN.
-	script := `mount -t tmpfs -o size=1m,mode=1777 tmpfs /dev/shm && exec capsh --drop=cap_net_raw,cap_net_admin -- -c 'exec sh "$0"' "$1"`
-	cmd := exec.Command("ip", "netns", "exec", vn.NS, "unshare", "--pid", "--fork", "--mount-proc", "--", "sh", "-c", script, "sh", filepath.Join(repo, "bootloader.sh"))
-	cmd.Env = env
-	var agentErr syncBuffer
-	cmd.Stdout, cmd.Stderr = &agentErr, &agentErr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		for _, c := range children(cmd.Process.Pid) {
-			syscall.Kill(c, syscall.SIGKILL)
-		}
-	}()
-	defer func() {
-		if t.Failed() {
-			t.Logf("agent output:\n%s", agentErr.String())
-			t.Logf("head output:\n%s", h.stderr.String())
-		}
-	}()
+	f := newFlow(t)
+	f.start()
+	h, state, record, secrets, python := f.head, f.state, f.record, f.secrets, f.python
+	agentErr, start := f.out, f.started
+	vn := f.vn
 
 	// 5. Ray (the stand-in) runs: its record appears.
-	rec := waitRecord(t, record, exited, 90*time.Second)
+	rec := f.waitRecord(90 * time.Second)
 	t.Logf("BUDGET time from bootloader start to ray running: %v", time.Since(start).Round(time.Millisecond))
 	if m := firstMatch(agentErr.String(), "since_exec="); m != "" {
 		t.Logf("BUDGET time from agent exec to ray started (agent's own measure): %s", m)
 	}
 
 	// 6. The agent is PID 1 of its namespace, and Ray is its child.
-	agentPID := onlyChild(t, cmd.Process.Pid)
+	agentPID := f.agentPID()
 	if ns := procStatus(agentPID, "NSpid"); !strings.HasSuffix(ns, "\t1") {
 		t.Errorf("agent NSpid = %q, want PID 1 in its namespace", ns)
 	}
@@ -162,19 +92,8 @@ func TestAgentFlow(t *testing.T) {
 	if err := syscall.Kill(agentPID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		code := -1
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err == nil {
-			code = 0
-		}
-		if code != rayExitCode {
-			t.Errorf("sandbox exit code %d (%v), want Ray's %d", code, err, rayExitCode)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("agent did not exit within 60 s of SIGTERM")
+	if code := f.wait(60 * time.Second); code != rayExitCode {
+		t.Errorf("sandbox exit code %d (%v), want Ray's %d", code, f.exitErr, rayExitCode)
 	}
 	final := readRecord(t, record)
 	if final.Signal != int(syscall.SIGTERM) {
@@ -189,20 +108,7 @@ func TestAgentFlow(t *testing.T) {
 	}
 
 	// 12. No secret in the agent's or the head's output.
-	nodeKey, _ := os.ReadFile(filepath.Join(state, "node.key"))
-	secrets["node key"] = pemBody(string(nodeKey))
-	for name, s := range secrets {
-		if s == "" {
-			t.Errorf("secret %q is empty: the test would prove nothing", name)
-			continue
-		}
-		if strings.Contains(agentErr.String(), s) {
-			t.Errorf("the %s appears in the agent's output", name)
-		}
-		if strings.Contains(h.stderr.String(), s) {
-			t.Errorf("the %s appears in the head's output", name)
-		}
-	}
+	assertNoSecrets(t, f)
 }
 
 func checkRayEnv(t *testing.T, where string, env []string, secrets map[string]string, state string) {
@@ -294,20 +200,22 @@ func readRecord(t *testing.T, path string) fakeRecord {
 	return r
 }
 
-func waitRecord(t *testing.T, path string, exited <-chan error, limit time.Duration) fakeRecord {
-	t.Helper()
+// waitRecord waits for fakeray's record: Ray runs.
+func (f *flow) waitRecord(limit time.Duration) fakeRecord {
+	f.t.Helper()
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(path); err == nil {
-			return readRecord(t, path)
+		if _, err := os.Stat(f.record); err == nil {
+			return readRecord(f.t, f.record)
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("the candidate exited before Ray started: %v", err)
+		case err := <-f.exited:
+			f.exitSeen, f.exitErr = true, err
+			f.t.Fatalf("the candidate exited before Ray started: %v", err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("no fakeray record after %v", limit)
+	f.t.Fatalf("no fakeray record after %v", limit)
 	return fakeRecord{}
 }
 

@@ -22,6 +22,10 @@ type head struct {
 	state  string
 	stderr *syncBuffer
 	admin  *http.Client
+	bin    string
+	args   []string
+	cmd    *exec.Cmd
+	done   chan struct{}
 }
 
 // startHead runs head init and head serve on ip with a 1 s heartbeat and
@@ -44,33 +48,36 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 		}
 	}
 	h := &head{state: state, stderr: &syncBuffer{}}
-	cmd := exec.Command(bin, "serve", "--state", state, "--config", cfgPath, "--agent", agentBin, "--shim", shim,
+	h.args = []string{"serve", "--state", state, "--config", cfgPath, "--agent", agentBin, "--shim", shim,
 		"--listen-a", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
-		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))))
+		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip)))}
+	h.bin = bin
+	sock := filepath.Join(state, "admin.sock")
+	h.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	h.start(t)
+	t.Cleanup(h.stop)
+	return h
+}
+
+// start runs head serve with the same state, config and addresses.
+func (h *head) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(h.bin, h.args...)
 	cmd.Stdout, cmd.Stderr = h.stderr, h.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
-	sock := filepath.Join(state, "admin.sock")
-	h.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		}}}
+	h.cmd, h.done = cmd, done
 	for i := 0; ; i++ {
 		resp, err := h.admin.Get("http://head/v1/candidates")
 		if err == nil {
 			resp.Body.Close()
-			break
+			return
 		}
 		select {
 		case <-done:
@@ -81,7 +88,21 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 			t.Fatalf("head admin socket not answering: %v\n%s", err, h.stderr.String())
 		}
 	}
-	return h
+}
+
+// stop ends head serve with SIGTERM (SIGKILL after 10 s).
+func (h *head) stop() {
+	if h.cmd == nil {
+		return
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		h.cmd.Process.Kill()
+		<-h.done
+	}
+	h.cmd = nil
 }
 
 func (h *head) createCandidate(t *testing.T, publicIP string) wire.CandidateCreated {

@@ -47,17 +47,16 @@ func repoRoot(t *testing.T) string {
 }
 
 // buildBinaries builds bin/head and bin/agent the way build.sh does.
-func buildBinaries(t *testing.T, repo, dir string) (head, agent string) {
-	t.Helper()
+func buildBinaries(repo, dir string) (head, agent string, err error) {
 	for _, name := range []string{"head", "agent"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", filepath.Join(dir, name), "./"+name)
 		cmd.Dir = repo
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", name, err, out)
+			return "", "", fmt.Errorf("build %s: %v\n%s", name, err, out)
 		}
 	}
-	return filepath.Join(dir, "head"), filepath.Join(dir, "agent")
+	return filepath.Join(dir, "head"), filepath.Join(dir, "agent"), nil
 }
 
 func run(t *testing.T, name string, args ...string) string {
