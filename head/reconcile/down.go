@@ -1,0 +1,154 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// DownFileName is the marker `head down` leaves in the state dir: a running
+// head's loop sees it, ends every candidate and rents nothing more.
+const DownFileName = "down"
+
+// DownFile is the marker's path in a state dir.
+func DownFile(stateDir string) string { return filepath.Join(stateDir, DownFileName) }
+
+// AdminSocketName is the admin socket in a state dir (SPEC §8).
+const AdminSocketName = "admin.sock"
+
+// DownConfig is what `head down` needs.
+type DownConfig struct {
+	StateDir string
+	Admin    *Admin // default: the state dir's admin socket
+	// Rentals, when set, are listed and destroyed until none is left: the
+	// guarantee that nothing stays rented, with or without a running head.
+	Rentals Rentals
+	// Firewall, when set, is closed (its table removed) at the end.
+	Firewall interface{ Close() error }
+	Timeout  time.Duration // default 5 min
+	Poll     time.Duration // default 2 s
+	Log      *slog.Logger
+}
+
+// DownReport says what Down did.
+type DownReport struct {
+	HeadRunning bool
+	Ended       []string // candidates ended through the admin API
+	Destroyed   []string // instances destroyed through the provider
+}
+
+// Down ends the cluster: it leaves the down marker, ends every live
+// candidate through the admin API when the head runs (and waits until the
+// head shows none live), destroys every rental the provider lists by label
+// until none is left, and closes the firewall.
+func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
+	var rep DownReport
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 2 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Admin == nil {
+		cfg.Admin = AdminSocket(filepath.Join(cfg.StateDir, AdminSocketName))
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if err := os.WriteFile(DownFile(cfg.StateDir), []byte("head down\n"), 0o600); err != nil {
+		return rep, fmt.Errorf("head down: write marker: %w", err)
+	}
+	cands, err := cfg.Admin.Candidates(ctx)
+	rep.HeadRunning = err == nil
+	if err != nil {
+		cfg.Log.Info("head down: the head is not running; ending rentals through the provider only", "err", err)
+		if cfg.Rentals == nil {
+			return rep, fmt.Errorf("head down: head not reachable (%v) and no provider to destroy rentals with", err)
+		}
+	}
+	for rep.HeadRunning {
+		liveLeft := 0
+		for _, c := range cands {
+			if !liveState(c.State) {
+				continue
+			}
+			liveLeft++
+			if err := cfg.Admin.End(ctx, c.CandidateID, ReasonDown); err != nil {
+				cfg.Log.Warn("head down: end candidate", "candidate", c.CandidateID, "err", err)
+				continue
+			}
+			rep.Ended = appendOnce(rep.Ended, c.CandidateID)
+		}
+		if liveLeft == 0 {
+			break
+		}
+		if err := sleep(ctx, cfg.Poll); err != nil {
+			return rep, fmt.Errorf("head down: candidates still live: %w", err)
+		}
+		if cands, err = cfg.Admin.Candidates(ctx); err != nil {
+			break // the head stopped meanwhile: the provider finishes the job
+		}
+	}
+	if cfg.Rentals != nil {
+		for {
+			rs, err := cfg.Rentals.List(ctx)
+			if err != nil {
+				return rep, fmt.Errorf("head down: list rentals: %w", err)
+			}
+			if len(rs) == 0 {
+				break
+			}
+			for _, r := range rs {
+				if err := cfg.Rentals.Destroy(ctx, r.InstanceID); err != nil {
+					cfg.Log.Warn("head down: destroy", "instance", r.InstanceID, "err", err)
+					continue
+				}
+				rep.Destroyed = appendOnce(rep.Destroyed, r.InstanceID)
+			}
+			if err := sleep(ctx, cfg.Poll); err != nil {
+				return rep, fmt.Errorf("head down: rentals still listed: %w", err)
+			}
+		}
+	}
+	if cfg.Firewall != nil {
+		if err := cfg.Firewall.Close(); err != nil {
+			return rep, fmt.Errorf("head down: firewall: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+func liveState(s string) bool {
+	switch s {
+	case wire.StatePending, wire.StateRented, wire.StateRunning, wire.StateEnrolled, wire.StateLost:
+		return true
+	}
+	return false
+}
+
+func appendOnce(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
