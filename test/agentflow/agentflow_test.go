@@ -1,7 +1,10 @@
 package agentflow
 
 import (
+	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +82,21 @@ func TestAgentFlow(t *testing.T) {
 	t.Logf("heartbeats: seq %d then %d; ray %+v", n1.Seq, n2.Seq, n2.Ray)
 	if n2.Ray.State != wire.RayRunning || n2.PublicIP != vn.NodeIP {
 		t.Errorf("node = %+v, want ray running at %s", n2, vn.NodeIP)
+	}
+
+	// The guest API's local surface answers on STATE/agent.sock (0600).
+	sock := filepath.Join(state, "agent.sock")
+	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("agent.sock: %v, mode %v; want a 0600 socket", err, st)
+	}
+	local := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	if resp, err := local.Get("http://agent/prpc/v1/Version"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /prpc/v1/Version on agent.sock: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	// 10. Budget: the agent's resident memory while it supervises.
