@@ -37,7 +37,7 @@ const (
 )
 
 type options struct {
-	state, cluster, image, fakeray, agent, bootloader, head string
+	state, cluster, image, base, fakeray, agent, bootloader, head string
 	timeout                                                 time.Duration
 	interval                                                int
 	noWait                                                  bool
@@ -59,6 +59,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.state, "state", "", "state dir for the demo's head (default: a temp dir, removed at the end)")
 	fs.StringVar(&o.cluster, "cluster", "demo", "cluster name (labels the containers and network)")
 	fs.StringVar(&o.image, "image", "", "candidate image (default: build or reuse the cached rayvast-candidate image)")
+	fs.StringVar(&o.base, "base", "", "base of the built image: debootstrap (Debian, needs debootstrap and a mirror), host (this machine's python3 and tools); default: debootstrap, else host")
 	fs.StringVar(&o.fakeray, "fakeray", "", "stand-in ray package for the image (default: test/fakeray of the repo)")
 	fs.StringVar(&o.agent, "agent", "", "agent binary the head serves (default: agent next to this binary, then bin/agent)")
 	fs.StringVar(&o.bootloader, "bootloader", "", "bootloader.sh, the containers' command (default: next to this binary's dir, then ./bootloader.sh)")
@@ -149,8 +150,11 @@ func (d *demo) run(ctx context.Context) int {
 	img := d.o.image
 	if img == "" {
 		d.say("· candidate image: building or reusing (first run on a machine: about a minute of debootstrap)")
+		if d.o.base != "" && d.o.base != docker.BaseDebootstrap && d.o.base != docker.BaseHost {
+			return d.fail("--base %q: want debootstrap or host", d.o.base)
+		}
 		t0 := time.Now()
-		img, err = docker.BuildImage(ctx, docker.ImageConfig{Engine: d.eng, FakerayDir: d.o.fakeray})
+		img, err = docker.BuildImage(ctx, docker.ImageConfig{Engine: d.eng, FakerayDir: d.o.fakeray, Base: d.o.base})
 		if err != nil {
 			return d.fail("%v", err)
 		}

@@ -29,12 +29,13 @@ func main() {
 	var env listFlag
 	fakeray := flag.String("fakeray", "", "stand-in ray package dir (default: test/fakeray)")
 	flag.Var(&env, "env", "KEY=value baked into the image (repeatable)")
+	base := flag.String("base", "", "base image: debootstrap, host (the host's python3 and tools), or empty for debootstrap with host as fallback")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	name, err := docker.BuildImage(ctx, docker.ImageConfig{FakerayDir: *fakeray, Env: env, Log: log})
+	name, err := docker.BuildImage(ctx, docker.ImageConfig{FakerayDir: *fakeray, Env: env, Base: *base, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)

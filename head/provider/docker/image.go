@@ -50,7 +50,10 @@ type ImageConfig struct {
 	Env []string
 	// Debootstrap is the debootstrap binary (default "debootstrap" on PATH).
 	Debootstrap string
-	Log         *slog.Logger
+	// Base chooses the base image: "" (debootstrap, else the host's
+	// files), BaseDebootstrap or BaseHost.
+	Base string
+	Log  *slog.Logger
 }
 
 func (c *ImageConfig) defaults() error {
@@ -78,6 +81,12 @@ func (c *ImageConfig) defaults() error {
 	}
 	return nil
 }
+
+// Base image kinds of ImageConfig.Base.
+const (
+	BaseDebootstrap = "debootstrap"
+	BaseHost        = "host"
+)
 
 // FindFakeray finds the stand-in ray package: ./test/fakeray (a user in the
 // repo root), then next to the running binary (bin/../test/fakeray).
@@ -107,12 +116,8 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (string, error) {
 	if err := cfg.defaults(); err != nil {
 		return "", err
 	}
-	base := BaseRepo + ":" + baseTag(cfg.Suite, cfg.Mirror)
-	if _, err := cfg.Engine.InspectImage(ctx, base); errors.Is(err, dockerengine.ErrNotFound) {
-		if err := buildBase(ctx, cfg, base); err != nil {
-			return "", err
-		}
-	} else if err != nil {
+	base, err := ensureBase(ctx, cfg)
+	if err != nil {
 		return "", err
 	}
 	files, err := readTree(cfg.FakerayDir)
@@ -130,6 +135,52 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (string, error) {
 		return "", err
 	}
 	return name, nil
+}
+
+// ensureBase returns a base image, cached or built: a debootstrap one
+// first, the host-files one when debootstrap is missing or fails.
+func ensureBase(ctx context.Context, cfg ImageConfig) (string, error) {
+	deb := BaseRepo + ":" + baseTag(cfg.Suite, cfg.Mirror)
+	exists := func(name string) (bool, error) {
+		_, err := cfg.Engine.InspectImage(ctx, name)
+		if errors.Is(err, dockerengine.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if cfg.Base != BaseHost {
+		if ok, err := exists(deb); ok || err != nil {
+			return deb, err
+		}
+	}
+	host := ""
+	var hp hostPython
+	var hpErr error
+	if cfg.Base != BaseDebootstrap {
+		if hp, hpErr = findHostPython(ctx); hpErr == nil {
+			host = BaseRepo + ":" + hostBaseTag(hp)
+			if ok, err := exists(host); ok || err != nil {
+				return host, err
+			}
+		}
+	}
+	var debErr error
+	if cfg.Base != BaseHost {
+		if debErr = buildBase(ctx, cfg, deb); debErr == nil {
+			return deb, nil
+		}
+		if cfg.Base == BaseDebootstrap || ctx.Err() != nil {
+			return "", debErr
+		}
+		cfg.Log.Warn("debootstrap failed; building the base image from the host's own python3 and tools instead", "err", debErr)
+	}
+	if hpErr != nil {
+		return "", fmt.Errorf("no base image: %v; and %w", debErr, hpErr)
+	}
+	if err := buildHostBase(ctx, cfg, hp, host); err != nil {
+		return "", err
+	}
+	return host, nil
 }
 
 // baseTag hashes debootstrap's inputs.
@@ -261,7 +312,11 @@ func buildCandidate(ctx context.Context, cfg ImageConfig, base, tag string, file
 		return fmt.Errorf("build candidate image: %w", err)
 	}
 	defer func() { _ = cfg.Engine.RemoveContainer(context.WithoutCancel(ctx), id, true) }()
-	arch, err := fakerayTar(files)
+	pth := fakerayPth
+	if info, err := cfg.Engine.InspectImage(ctx, base); err == nil && info.Config.Labels["rayvast.image.sitedir"] != "" {
+		pth = info.Config.Labels["rayvast.image.sitedir"] + "/rayvast-fakeray.pth"
+	}
+	arch, err := fakerayTar(files, pth)
 	if err != nil {
 		return fmt.Errorf("build candidate image: %w", err)
 	}
@@ -280,7 +335,7 @@ func buildCandidate(ctx context.Context, cfg ImageConfig, base, tag string, file
 }
 
 // fakerayTar lays out /opt/fakeray/… and the .pth file as a tar for "/".
-func fakerayTar(files []treeFile) ([]byte, error) {
+func fakerayTar(files []treeFile, pth string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	mtime := time.Unix(0, 0)
@@ -315,7 +370,7 @@ func fakerayTar(files []treeFile) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if err := addFile(fakerayPth, []byte(fakerayDir+"\n")); err != nil {
+	if err := addFile(pth, []byte(fakerayDir+"\n")); err != nil {
 		return nil, err
 	}
 	if err := tw.Close(); err != nil {

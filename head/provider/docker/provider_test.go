@@ -29,12 +29,15 @@ func engine(t *testing.T) *dockerengine.Client {
 	return eng
 }
 
-// testImage builds (or reuses) the candidate image from the repo's fakeray.
-func testImage(t *testing.T, eng *dockerengine.Client) string {
+// testImage builds (or reuses) the candidate image from the repo's fakeray
+// on the default base.
+func testImage(t *testing.T, eng *dockerengine.Client) string { return testImageOn(t, eng, "") }
+
+func testImageOn(t *testing.T, eng *dockerengine.Client, base string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	img, err := BuildImage(ctx, ImageConfig{Engine: eng, FakerayDir: "../../../test/fakeray"})
+	img, err := BuildImage(ctx, ImageConfig{Engine: eng, FakerayDir: "../../../test/fakeray", Base: base})
 	if err != nil {
 		t.Fatalf("build image: %v", err)
 	}
@@ -57,8 +60,14 @@ exec sleep 600`
 // NET_RAW, an empty /dev/shm, an importable ray, distinct fixed addresses on
 // the cluster network, labels found by List, Get, Destroy and ErrGone.
 func TestRentShapesAVastRental(t *testing.T) {
+	for _, base := range []string{BaseDebootstrap, BaseHost} {
+		t.Run(base, func(t *testing.T) { testRent(t, base) })
+	}
+}
+
+func testRent(t *testing.T, base string) {
 	eng := engine(t)
-	img := testImage(t, eng)
+	img := testImageOn(t, eng, base)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster := fmt.Sprintf("ptest-%d", time.Now().UnixNano()%1e9)
@@ -109,7 +118,7 @@ func TestRentShapesAVastRental(t *testing.T) {
 	}
 	out := logs(safe.InstanceID)
 	for _, want := range []string{
-		"ip=" + safe.PublicIP + " id=" + safe.InstanceID,
+		"ip=" + safe.PublicIP + " id=" + safe.InstanceID + "\n",
 		"ports=40000,40001,", ",40063\n",
 		"resolvers=opendns@" + p.DNSAddr() + ",google@" + p.DNSAddr() + ",cloudflare@" + p.DNSAddr(),
 		"shm=0", "ray /opt/fakeray/ray/__init__.py",
