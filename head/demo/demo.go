@@ -38,10 +38,10 @@ const (
 
 type options struct {
 	state, cluster, image, base, fakeray, agent, bootloader, head string
-	timeout                                                 time.Duration
-	interval                                                int
-	noWait                                                  bool
-	serveArgs                                               []string
+	timeout                                                       time.Duration
+	interval                                                      int
+	noWait                                                        bool
+	serveArgs                                                     []string
 }
 
 type listFlag []string
