@@ -33,6 +33,7 @@ const rayExitCode = 42
 
 var suite struct {
 	repo      string // repo root
+	binDir    string
 	head      string // built binaries
 	agent     string
 	image     string
@@ -50,6 +51,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	skip, err := setup()
+	if suite.binDir != "" {
+		defer os.RemoveAll(suite.binDir)
+	}
 	if err == nil && skip != "" && os.Getenv("CI") == "true" {
 		err = fmt.Errorf("%s (CI=true: the suite must run)", skip)
 	}
@@ -96,6 +100,7 @@ func setup() (skip string, err error) {
 	if err != nil {
 		return "", err
 	}
+	suite.binDir = bin
 	suite.head, suite.agent = filepath.Join(bin, "head"), filepath.Join(bin, "agent")
 	for out, pkg := range map[string]string{suite.head: "./head", suite.agent: "./agent"} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
