@@ -1,0 +1,44 @@
+package firewall
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestScripts: the nft scripts name the table, both sets, the ports, the
+// lo exception; Sync is one transaction that flushes and refills; bad input
+// is refused before nft runs.
+func TestScripts(t *testing.T) {
+	var scripts []string
+	nft := func(_ context.Context, s string) error { scripts = append(scripts, s); return nil }
+	fw, err := Open(context.Background(), Config{Table: "rvtest", Ports: []int{8443, 8444}, Nft: nft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"table inet rvtest {", "type ipv4_addr", "type ipv6_addr", `iif "lo" accept`,
+		"tcp dport { 8443, 8444 } ip saddr != @allowed4 drop", "tcp dport { 8443, 8444 } ip6 saddr != @allowed6 drop"} {
+		if !strings.Contains(scripts[0], want) {
+			t.Errorf("ruleset lacks %q:\n%s", want, scripts[0])
+		}
+	}
+	if err := fw.Sync([]string{"203.0.113.5", "::ffff:203.0.113.6", "2001:db8::1", "203.0.113.5"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "flush set inet rvtest allowed4\nflush set inet rvtest allowed6\nadd element inet rvtest allowed4 { 203.0.113.5, 203.0.113.6 }\nadd element inet rvtest allowed6 { 2001:db8::1 }\n"
+	if scripts[1] != want {
+		t.Errorf("sync script:\n%s\nwant:\n%s", scripts[1], want)
+	}
+	if err := fw.Sync([]string{"2001:db8::1", "203.0.113.6", "203.0.113.5"}); err != nil || len(scripts) != 2 {
+		t.Errorf("unchanged set ran nft again (%d scripts, %v)", len(scripts), err)
+	}
+	if err := fw.Sync([]string{"203.0.113.5; flush ruleset"}); err == nil {
+		t.Error("non-IP accepted")
+	}
+	for _, cfg := range []Config{{Table: "bad name", Ports: []int{1}}, {Ports: nil}, {Ports: []int{70000}}} {
+		cfg.Nft = nft
+		if _, err := Open(context.Background(), cfg); err == nil {
+			t.Errorf("Open(%+v) = nil error", cfg)
+		}
+	}
+}
