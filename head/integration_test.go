@@ -227,6 +227,7 @@ func TestHeadBinary(t *testing.T) {
 
 	// Slow clients are cut off in seconds, not minutes.
 	slowA, slowB := slowClientCut(t, addrA), slowClientCut(t, addrB)
+	slowHeaders := slowHeadersCut(t, addrA, pool)
 
 	// Metrics and head status see what happened.
 	mreq, _ := http.NewRequest("GET", "http://head/metrics", nil)
@@ -251,6 +252,9 @@ func TestHeadBinary(t *testing.T) {
 	}
 	if d := <-slowB; d > 20*time.Second {
 		t.Errorf("a silent client held port B for %v", d)
+	}
+	if d := <-slowHeaders; d > 20*time.Second {
+		t.Errorf("a client sending half its headers held port A for %v", d)
 	}
 
 	// SIGTERM during an enrollment whose port check is slow: it finishes.
@@ -419,4 +423,24 @@ func TestHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"serve", "--state", "x"}, &out, &errb); code != 2 {
 		t.Errorf("serve without required flags: exit %d, want 2", code)
 	}
+}
+
+// slowHeadersCut completes TLS, sends half a request header and then
+// nothing, and reports how long the head kept the connection open.
+func slowHeadersCut(t *testing.T, addr string, pool *x509.CertPool) <-chan time.Duration {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan time.Duration, 1)
+	go func() {
+		defer c.Close()
+		start := time.Now()
+		io.WriteString(c, "POST /enroll HTTP/1.1\r\nHost: head\r\nContent-Le")
+		c.SetReadDeadline(time.Now().Add(60 * time.Second))
+		io.Copy(io.Discard, c)
+		out <- time.Since(start)
+	}()
+	return out
 }
