@@ -4,6 +4,7 @@
 //	head init   --state DIR --ip IP [--dns NAME] [--cluster NAME]
 //	head serve  --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]
 //	head status --state DIR
+//	head demo   [flags]
 package main
 
 import (
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/rayvast/rayvast/head/demo"
 )
 
 const usage = `usage: head <command> [flags]
@@ -21,6 +24,7 @@ commands:
   init     create a new state dir: cluster CA, head certificate, cluster token, app id and key
   serve    serve port A (enrollment), port B (heartbeats) and the admin API on STATE/admin.sock
   status   print the candidates and nodes of a running head (from STATE/admin.sock)
+  demo     try the whole flow on this machine's Docker Engine: 3 candidates, one unsafe
 
 Run "head <command> --help" for the flags of a command.
 `
@@ -46,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runServe(ctx, args[1:], stderr)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return demo.Run(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
