@@ -1,0 +1,248 @@
+"""Ray autoscaler external node provider for rayvast.
+
+Maps Ray's NodeProvider calls to the head's admin API (SPEC section 8), JSON
+over HTTP on the Unix socket STATE/admin.sock:
+
+    create_node     -> POST   /v1/candidates {"node_type": ...}   (count times)
+    terminate_node  -> DELETE /v1/candidates/{candidate_id}
+    non_terminated_nodes, is_running, is_terminated, node_tags,
+    external_ip, internal_ip -> GET /v1/candidates
+
+A Ray node ID is a rayvast candidate ID. The head's built-in provider
+(`head serve --provider vast|docker`) rents the instance of each candidate;
+with `--provider none` another tool must rent it and PATCH the candidate.
+
+Ray cluster YAML:
+
+    provider:
+      type: external
+      module: rayvast_autoscaler.RayvastNodeProvider
+      admin_socket: /var/lib/rayvast/admin.sock
+    available_node_types:
+      gpu:                      # a node type of the head's config
+        node_config: {}
+        resources: {"GPU": 1}
+        min_workers: 0
+        max_workers: 4
+
+The join token the head returns on create is dropped at once: it is the
+head's business to hand it to the rental, never the autoscaler's to log.
+"""
+
+import http.client
+import json
+import socket
+import threading
+import urllib.parse
+
+try:  # Ray's base class when Ray is installed; a stand-in otherwise.
+    from ray.autoscaler.node_provider import NodeProvider
+except ImportError:  # pragma: no cover - exercised only without Ray
+
+    class NodeProvider:  # minimal shape of ray.autoscaler.node_provider.NodeProvider
+        def __init__(self, provider_config, cluster_name):
+            self.provider_config = provider_config
+            self.cluster_name = cluster_name
+
+
+# Ray's tag names (ray.autoscaler.tags), spelled out so the module works
+# without Ray.
+TAG_RAY_NODE_KIND = "ray-node-kind"
+TAG_RAY_USER_NODE_TYPE = "ray-user-node-type"
+TAG_RAY_NODE_STATUS = "ray-node-status"
+TAG_RAY_NODE_NAME = "ray-node-name"
+NODE_KIND_WORKER = "worker"
+STATUS_UP_TO_DATE = "up-to-date"
+STATUS_UNINITIALIZED = "uninitialized"
+STATUS_WAITING_FOR_SSH = "waiting-for-ssh"
+STATUS_UPDATE_FAILED = "update-failed"
+
+# Candidate states (SPEC section 8).
+LIVE_STATES = ("pending", "rented", "running", "enrolled", "lost")
+RUNNING_STATES = ("running", "enrolled")
+
+_STATUS_BY_STATE = {
+    "pending": STATUS_UNINITIALIZED,
+    "rented": STATUS_UNINITIALIZED,
+    "running": STATUS_WAITING_FOR_SSH,  # rented and reachable, not enrolled yet
+    "enrolled": STATUS_UP_TO_DATE,
+    "lost": STATUS_UPDATE_FAILED,
+}
+
+
+class AdminError(Exception):
+    """A non-success answer of the admin API."""
+
+    def __init__(self, method, path, status, body):
+        super().__init__("admin %s %s: HTTP %d: %s" % (method, path, status, body[:300]))
+        self.status = status
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("admin", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+class AdminClient:
+    """The head's admin API on its Unix socket."""
+
+    def __init__(self, socket_path, timeout=30.0):
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def call(self, method, path, body=None, want=(200,)):
+        conn = _UnixHTTPConnection(self.socket_path, self.timeout)
+        try:
+            headers = {"Accept": "application/json"}
+            data = None
+            if body is not None:
+                data = json.dumps(body).encode()
+                headers["Content-Type"] = "application/json"
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        if resp.status not in want:
+            raise AdminError(method, path, resp.status, raw.decode("utf-8", "replace"))
+        return json.loads(raw) if raw else None
+
+    def candidates(self):
+        return self.call("GET", "/v1/candidates") or []
+
+    def create(self, node_type):
+        created = self.call("POST", "/v1/candidates", {"node_type": node_type}, want=(201,))
+        return created["candidate_id"]  # join_token and env deliberately dropped
+
+    def delete(self, candidate_id):
+        path = "/v1/candidates/" + urllib.parse.quote(candidate_id, safe="")
+        try:
+            self.call("DELETE", path, want=(204,))
+        except AdminError as e:
+            if e.status != 404:  # already gone: terminated is terminated
+                raise
+
+
+class RayvastNodeProvider(NodeProvider):
+    """Ray NodeProvider backed by the rayvast head's admin API."""
+
+    def __init__(self, provider_config, cluster_name):
+        super().__init__(provider_config, cluster_name)
+        self.provider_config = provider_config
+        self.cluster_name = cluster_name
+        sock = provider_config.get("admin_socket")
+        if not sock:
+            raise ValueError("rayvast provider: provider.admin_socket is required")
+        self.admin = AdminClient(sock, float(provider_config.get("timeout_s", 30)))
+        self._lock = threading.Lock()
+        self._tags = {}  # candidate_id -> tags Ray set on it
+        self._cache = {}  # candidate_id -> candidate, from the last listing
+
+    # -- reading --------------------------------------------------------
+    def _refresh(self):
+        cands = self.admin.candidates()
+        with self._lock:
+            self._cache = {c["candidate_id"]: c for c in cands}
+        # destroy_requested: the head wants this candidate ended and an
+        # external provider owns it; ending it is our part.
+        for c in cands:
+            if c.get("state") == "destroy_requested":
+                self.admin.delete(c["candidate_id"])
+        return cands
+
+    def _get(self, node_id):
+        with self._lock:
+            c = self._cache.get(node_id)
+        if c is None:
+            self._refresh()
+            with self._lock:
+                c = self._cache.get(node_id)
+        return c
+
+    def _tags_of(self, c):
+        node_id = c["candidate_id"]
+        tags = {
+            TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
+            TAG_RAY_USER_NODE_TYPE: c.get("node_type", ""),
+            TAG_RAY_NODE_STATUS: _STATUS_BY_STATE.get(c.get("state"), STATUS_UNINITIALIZED),
+            TAG_RAY_NODE_NAME: "rayvast-%s-%s" % (self.cluster_name, node_id),
+        }
+        with self._lock:
+            tags.update(self._tags.get(node_id, {}))
+        return tags
+
+    def non_terminated_nodes(self, tag_filters):
+        out = []
+        for c in self._refresh():
+            if c.get("state") not in LIVE_STATES:
+                continue
+            tags = self._tags_of(c)
+            if all(tags.get(k) == v for k, v in (tag_filters or {}).items()):
+                out.append(c["candidate_id"])
+        return out
+
+    def is_running(self, node_id):
+        c = self._get(node_id)
+        return c is not None and c.get("state") in RUNNING_STATES
+
+    def is_terminated(self, node_id):
+        c = self._get(node_id)
+        return c is None or c.get("state") not in LIVE_STATES
+
+    def node_tags(self, node_id):
+        c = self._get(node_id)
+        if c is None:
+            return {}
+        return self._tags_of(c)
+
+    def external_ip(self, node_id):
+        c = self._get(node_id)
+        return (c or {}).get("public_ip") or None
+
+    def internal_ip(self, node_id):
+        # vast hosts share no private network: Ray reaches nodes at their
+        # public IP (the agent starts Ray with --node-ip-address=public IP).
+        return self.external_ip(node_id)
+
+    # -- writing --------------------------------------------------------
+    def create_node(self, node_config, tags, count):
+        node_type = tags.get(TAG_RAY_USER_NODE_TYPE) or (node_config or {}).get("node_type")
+        if not node_type:
+            raise ValueError("rayvast provider: no node type (tag %s or node_config.node_type)" % TAG_RAY_USER_NODE_TYPE)
+        created = {}
+        for _ in range(count):
+            node_id = self.admin.create(node_type)
+            with self._lock:
+                self._tags[node_id] = dict(tags)
+                self._cache[node_id] = {"candidate_id": node_id, "node_type": node_type, "state": "pending"}
+            created[node_id] = {"candidate_id": node_id, "node_type": node_type}
+        return created
+
+    def set_node_tags(self, node_id, tags):
+        with self._lock:
+            self._tags.setdefault(node_id, {}).update(tags)
+
+    def terminate_node(self, node_id):
+        self.admin.delete(node_id)
+        with self._lock:
+            self._tags.pop(node_id, None)
+            c = self._cache.get(node_id)
+            if c is not None:
+                c["state"] = "ended"
+        return None
+
+    def terminate_nodes(self, node_ids):
+        for node_id in node_ids:
+            self.terminate_node(node_id)
+        return None
+
+    @staticmethod
+    def bootstrap_config(cluster_config):
+        return cluster_config
