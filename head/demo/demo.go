@@ -194,7 +194,8 @@ func (d *demo) run(ctx context.Context) int {
 		return exitCode(ok)
 	}
 	d.say("\nThe cluster keeps running: admin socket %s, head log %s.", filepath.Join(d.stateDir, "admin.sock"), d.logFile.Name())
-	d.say("Try: curl -s --unix-socket %s http://x/v1/nodes", filepath.Join(d.stateDir, "admin.sock"))
+	d.say("Try, in another terminal:\n  %s status --state %s\n  docker ps --filter label=%s=%s\n  curl -s --unix-socket %s http://head/v1/nodes",
+		d.exe, d.stateDir, docker.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, "admin.sock"))
 	d.say("Press Ctrl-C to remove everything the demo created.")
 	select {
 	case <-ctx.Done():

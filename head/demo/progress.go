@@ -115,15 +115,19 @@ func allDone(rows []row, want int) bool {
 
 // renderTable writes the live table: one line per candidate.
 func renderTable(w io.Writer, rows []row) int {
-	fmt.Fprintf(w, tableFormat+"%s\n", "CANDIDATE", "TYPE", "IP", "STATE", "ELAPSED", "STEP")
+	fmt.Fprintf(w, liveFormat+"%s\n", "CANDIDATE", "TYPE", "STATE", "ELAPSED", "STEP")
 	for _, r := range rows {
-		fmt.Fprintf(w, tableFormat+"%s\n", clip(r.ID, 20), r.typeName(), r.IP, r.State, seconds(r.Elapsed), clip(r.Step, 60))
+		fmt.Fprintf(w, liveFormat+"%s\n", clip(r.ID, 18), r.typeName(), r.State, seconds(r.Elapsed), clip(r.Step, 70))
 	}
 	return len(rows) + 1
 }
 
-// tableFormat: candidate, type, ip, state, elapsed, then the last column.
-const tableFormat = "%-20s %-11s %-15s %-9s %7s  "
+// liveFormat (candidate, type, state, elapsed, then the step) leaves an
+// 80-column terminal 31 columns for the step.
+const liveFormat = "%-18s %-11s %-8s %6s  "
+
+// tableFormat is the summary's: candidate, type, ip, state, time, result.
+const tableFormat = "%-18s %-11s %-15s %-8s %6s  "
 
 func (r row) typeName() string {
 	if r.Unsafe {

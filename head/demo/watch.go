@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -15,6 +17,7 @@ import (
 // timeout passes, or ctx ends.
 func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]bool) ([]row, error) {
 	tty := isTTY(d.out)
+	width := termWidth(d.out)
 	deadline := time.Now().Add(d.o.timeout)
 	drawn := 0
 	last := map[string]string{}
@@ -34,10 +37,10 @@ func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]
 			}
 			var b strings.Builder
 			n := renderTable(&b, rows)
-			for _, l := range strings.SplitAfter(b.String(), "\n") {
-				if l != "" {
-					fmt.Fprint(d.out, "\x1b[2K"+l)
-				}
+			// Each line clipped to the terminal: a wrapped line would
+			// break the redraw (it moves up by lines, not rows).
+			for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+				fmt.Fprint(d.out, "\x1b[2K"+clipRunes(l, width-1)+"\n")
 			}
 			drawn = n
 		} else {
@@ -49,7 +52,7 @@ func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]
 				}
 				if last[r.ID] != key {
 					last[r.ID] = key
-					fmt.Fprintf(d.out, "[%6.1fs] %-20s %-11s %-9s %s\n", r.Elapsed.Seconds(), r.ID, r.typeName(), r.State, r.Step)
+					fmt.Fprintf(d.out, "[%6.1fs] %-18s %-11s %-8s %s\n", r.Elapsed.Seconds(), r.ID, r.typeName(), r.State, r.Step)
 				}
 			}
 		}
@@ -108,7 +111,7 @@ func (d *demo) containers(ctx context.Context) map[string]container {
 // summary prints the final table and the blocklist; it reports whether the
 // demo went as designed (safe candidates are nodes, the unsafe one refused).
 func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool {
-	d.say("\nSummary (TIME: from request to Ray running, or to the refusal)")
+	d.say("\nSummary (TIME: from request to enrollment, or to the refusal)")
 	fmt.Fprintf(d.out, tableFormat+"%s\n", "CANDIDATE", "TYPE", "IP", "STATE", "TIME", "RESULT")
 	ok := len(rows) == 3
 	for _, r := range rows {
@@ -129,7 +132,7 @@ func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool
 		if !good {
 			mark = "UNEXPECTED"
 		}
-		fmt.Fprintf(d.out, tableFormat+"%s [%s]\n", clip(r.ID, 20), r.typeName(), r.IP, r.State, seconds(r.Elapsed), result, mark)
+		fmt.Fprintf(d.out, tableFormat+"%s [%s]\n", clip(r.ID, 18), r.typeName(), r.IP, r.State, seconds(r.Elapsed), result, mark)
 	}
 	d.say("(* keeps NET_RAW. Containers are named rv-%s-<candidate>: try docker logs on one.)", d.o.cluster)
 	for _, r := range rows {
@@ -186,6 +189,24 @@ func (d *demo) containerGone(ctx context.Context, candidateID string) bool {
 		}
 	}
 	return false
+}
+
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if n < 10 || len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// termWidth is the terminal's width in columns (120 when unknown).
+func termWidth(w any) int {
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	return 120
 }
 
 func isTTY(w any) bool {
