@@ -40,6 +40,14 @@ func AdminHandler(h http.Handler) *Admin {
 	return &Admin{HTTP: &http.Client{Transport: handlerTransport{h}}}
 }
 
+// InProcess is what `head serve` uses: the admin handler for listing and
+// creating, and the provider driver's End (so the reason is kept) for ending.
+func InProcess(h http.Handler, end func(candidateID, reason string) (wire.Candidate, error)) *Admin {
+	a := AdminHandler(h)
+	a.EndWith = func(id, reason string) error { _, err := end(id, reason); return err }
+	return a
+}
+
 type handlerTransport struct{ h http.Handler }
 
 func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {

@@ -50,8 +50,7 @@ func newAdmin(t *testing.T) (*registry.Registry, *recRentals, http.Handler) {
 // SPEC §2 env) and ends them with the reason recorded.
 func TestAdminPath(t *testing.T) {
 	reg, rr, h := newAdmin(t)
-	a := AdminHandler(h)
-	a.EndWith = func(id, reason string) error { _, err := reg.End(id, reason); return err }
+	a := InProcess(h, reg.End)
 	l := New(Config{Cluster: a, NodeTypes: map[string]wire.NodeType{"gpu": {GPUs: 1, MinWorkers: 2, MaxWorkers: 2}}})
 	res, err := l.Tick(context.Background())
 	if err != nil {
@@ -104,7 +103,8 @@ func (c *closer) Close() error { c.closed = true; return nil }
 
 // TestDown: with the head serving its admin API on the socket, Down leaves
 // the marker, ends every live candidate (DELETE), destroys every rental
-// left, and closes the firewall; with no head it still destroys rentals.
+// left and leaves the running head's firewall alone; with no head it still
+// destroys rentals and removes the firewall table.
 func TestDown(t *testing.T) {
 	dir := t.TempDir()
 	reg, _, h := newAdmin(t)
@@ -125,7 +125,7 @@ func TestDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.HeadRunning || len(rep.Ended) != 3 || len(rep.Destroyed) != 2 || !fw.closed {
+	if !rep.HeadRunning || len(rep.Ended) != 3 || len(rep.Destroyed) != 2 || fw.closed {
 		t.Errorf("report = %+v, firewall closed %v", rep, fw.closed)
 	}
 	for _, c := range reg.Candidates() {
@@ -139,9 +139,9 @@ func TestDown(t *testing.T) {
 	srv.Close()
 
 	rs = &listRentals{live: map[string]bool{"13": true}}
-	rep, err = Down(context.Background(), DownConfig{StateDir: dir, Rentals: rs, Poll: time.Millisecond})
-	if err != nil || rep.HeadRunning || len(rep.Destroyed) != 1 {
-		t.Errorf("down without head: %+v, %v", rep, err)
+	rep, err = Down(context.Background(), DownConfig{StateDir: dir, Rentals: rs, Firewall: fw, Poll: time.Millisecond})
+	if err != nil || rep.HeadRunning || len(rep.Destroyed) != 1 || !fw.closed {
+		t.Errorf("down without head: %+v, %v, firewall closed %v", rep, err, fw.closed)
 	}
 	if _, err := Down(context.Background(), DownConfig{StateDir: dir, Poll: time.Millisecond}); err == nil {
 		t.Error("down without head and without provider: want an error")

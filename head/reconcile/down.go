@@ -28,7 +28,9 @@ type DownConfig struct {
 	// Rentals, when set, are listed and destroyed until none is left: the
 	// guarantee that nothing stays rented, with or without a running head.
 	Rentals Rentals
-	// Firewall, when set, is closed (its table removed) at the end.
+	// Firewall, when set, is closed (its table removed) at the end if no
+	// head runs; a running head keeps its table (emptied: no live
+	// candidate) and removes it when it stops.
 	Firewall interface{ Close() error }
 	Timeout  time.Duration // default 5 min
 	Poll     time.Duration // default 2 s
@@ -45,7 +47,7 @@ type DownReport struct {
 // Down ends the cluster: it leaves the down marker, ends every live
 // candidate through the admin API when the head runs (and waits until the
 // head shows none live), destroys every rental the provider lists by label
-// until none is left, and closes the firewall.
+// until none is left, and removes the firewall table of a stopped head.
 func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 	var rep DownReport
 	if cfg.Timeout <= 0 {
@@ -117,7 +119,7 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 			}
 		}
 	}
-	if cfg.Firewall != nil {
+	if cfg.Firewall != nil && !rep.HeadRunning {
 		if err := cfg.Firewall.Close(); err != nil {
 			return rep, fmt.Errorf("head down: firewall: %w", err)
 		}
