@@ -1,0 +1,58 @@
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/rayvast/rayvast/head/firewall"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// ServeConfig is what `head serve` hands over when it rents instances itself.
+type ServeConfig struct {
+	Admin     http.Handler                                             // the admin API handler
+	End       func(candidateID, reason string) (wire.Candidate, error) // the provider driver's End
+	Rentals   Rentals                                                  // the built-in provider
+	NodeTypes map[string]wire.NodeType
+	StateDir  string // for the down marker
+	// Firewall guards Ports (A and B) with nftables table inet
+	// FirewallTable (default "rayvast") when true.
+	Firewall      bool
+	FirewallTable string
+	Ports         []int
+	Log           *slog.Logger
+}
+
+// StartServe opens the firewall table (when asked) and starts the loop. The
+// returned stop ends the loop and removes the table; it destroys nothing.
+func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	var fw *firewall.Firewall
+	if cfg.Firewall {
+		fw, err = firewall.Open(ctx, firewall.Config{Table: cfg.FirewallTable, Ports: cfg.Ports, Log: cfg.Log.With("part", "firewall")})
+		if err != nil {
+			return nil, err
+		}
+	}
+	c := Config{Cluster: InProcess(cfg.Admin, cfg.End), Rentals: cfg.Rentals, NodeTypes: cfg.NodeTypes,
+		DownFile: DownFile(cfg.StateDir), Log: cfg.Log}
+	if fw != nil {
+		c.Firewall = fw
+	}
+	loop := New(c)
+	loopCtx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); loop.Run(loopCtx) }()
+	return func() {
+		cancel()
+		wg.Wait()
+		if err := fw.Close(); err != nil {
+			cfg.Log.Warn("firewall", "err", err)
+		}
+	}, nil
+}
