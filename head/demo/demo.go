@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -143,8 +145,14 @@ func (d *demo) run(ctx context.Context) int {
 	if err != nil {
 		return d.fail("%v", err)
 	}
+	unlock, err := lockCluster(d.o.cluster)
+	if err != nil {
+		return d.fail("%v", err)
+	}
+	defer unlock()
 	d.say("rayvast demo: Docker %s, cluster %q", v.Version, d.o.cluster)
-	// A demo interrupted hard (SIGKILL) leaves its cluster behind.
+	// A demo interrupted hard (SIGKILL) leaves its cluster behind; the lock
+	// says no other demo of this name is alive to own it.
 	_ = docker.Cleanup(ctx, d.eng, d.mine)
 
 	img := d.o.image
@@ -205,6 +213,22 @@ func (d *demo) run(ctx context.Context) int {
 	}
 	d.say("\nCtrl-C: cleaning up")
 	return exitCode(ok)
+}
+
+// lockCluster takes a per-cluster lock for the life of the demo, so a
+// second demo of the same name refuses instead of removing the first one's
+// containers. The kernel drops it when the process dies.
+func lockCluster(cluster string) (func(), error) {
+	path := filepath.Join(os.TempDir(), "rayvast-demo-"+docker.NetworkName(cluster)+".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another head demo runs cluster %q (lock %s): stop it or pass --cluster NAME", cluster, path)
+	}
+	return func() { f.Close() }, nil
 }
 
 func exitCode(ok bool) int {

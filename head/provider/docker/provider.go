@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -268,6 +269,16 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		}},
 	}
 	id, err := p.eng.CreateContainer(ctx, name, cfg)
+	var apiErr *dockerengine.APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict {
+		// Rented before (a head that restarted mid-Rent): the same
+		// candidate's container is this rental.
+		if info, ierr := p.eng.InspectContainer(ctx, name); ierr == nil &&
+			info.Config.Labels[LabelCluster] == p.cfg.Cluster && info.Config.Labels[LabelCandidate] == req.CandidateID {
+			p.log.Info("docker rent: container exists already", "instance", name)
+			return rentalFrom(name, info.Config.Labels, info.State.Running), nil
+		}
+	}
 	if err != nil {
 		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
 	}

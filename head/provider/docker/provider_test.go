@@ -150,6 +150,10 @@ func testRent(t *testing.T, base string) {
 	if err := p.Destroy(ctx, safe.InstanceID); err != nil {
 		t.Errorf("Destroy twice: %v, want nil", err)
 	}
+	// Renting the same candidate again finds its container.
+	if again, err := p.Rent(ctx, provider.RentRequest{CandidateID: "c2", NodeType: "risky", Command: probe}); err != nil || again != unsafe {
+		t.Errorf("Rent of an existing candidate = %+v, %v; want %+v", again, err, unsafe)
+	}
 	// A freed address is reused.
 	again, err := p.Rent(ctx, provider.RentRequest{CandidateID: "c3", NodeType: "cpu", Command: probe})
 	if err != nil || again.PublicIP != safe.PublicIP {
