@@ -11,7 +11,7 @@
 // (`head init --ip <gateway>`); each candidate gets a fixed address in that
 // subnet, which is its "public IP" (the head sees it as the source of every
 // connection: no NAT between a bridge and its gateway), and 64 ports
-// 40000–40063 (inside = outside: nothing is published). A who-am-I DNS
+// 20000–20063 (below the ephemeral port range) (inside = outside: nothing is published). A who-am-I DNS
 // responder on the gateway makes the egress check real.
 //
 // Host ID: every container shares one machine, so the host ID is the

@@ -32,9 +32,12 @@ const (
 )
 
 // The 64 ports of every candidate (inside = outside: on a bridge each
-// container has its own address, so nothing is published).
+// container has its own address, so nothing is published). They sit below
+// Linux's ephemeral range (32768–60999): the agent connects out (CA, DNS)
+// before it listens on them, and an outgoing connection that happened to
+// get one of them as its local port made that listen fail.
 const (
-	FirstPort = 40000
+	FirstPort = 20000
 	NumPorts  = 64
 )
 

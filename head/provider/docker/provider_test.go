@@ -119,7 +119,7 @@ func testRent(t *testing.T, base string) {
 	out := logs(safe.InstanceID)
 	for _, want := range []string{
 		"ip=" + safe.PublicIP + " id=" + safe.InstanceID + "\n",
-		"ports=40000,40001,", ",40063\n",
+		"ports=20000,20001,", ",20063\n",
 		"resolvers=opendns@" + p.DNSAddr() + ",google@" + p.DNSAddr() + ",cloudflare@" + p.DNSAddr(),
 		"shm=0", "ray /opt/fakeray/ray/__init__.py",
 	} {
