@@ -6,9 +6,11 @@ package answer
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -76,8 +78,14 @@ func JSON(w http.ResponseWriter, status int, v any) {
 }
 
 // Decode reads a strict JSON body of at most wire.MaxBody bytes into v:
-// 413 when it is larger, 400 when it is malformed.
+// 413 when it is larger (whatever it holds, so a declared length over the
+// limit is refused unread and a malformed body is read to its end, at most
+// the limit, before it is called malformed), 400 when it is malformed.
 func Decode(w http.ResponseWriter, r *http.Request, v any) error {
+	tooLarge := Errorf(http.StatusRequestEntityTooLarge, "too_large", "body over 64 KiB", nil)
+	if r.ContentLength > wire.MaxBody {
+		return tooLarge
+	}
 	body := http.MaxBytesReader(w, r.Body, wire.MaxBody)
 	err := wire.Decode(body, wire.MaxBody, v)
 	var mbe *http.MaxBytesError
@@ -85,10 +93,25 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, wire.ErrTooLarge) || errors.As(err, &mbe):
-		return Errorf(http.StatusRequestEntityTooLarge, "too_large", "body over 64 KiB", nil)
-	default:
-		return Errorf(http.StatusBadRequest, "bad_request", err.Error(), nil)
+		return tooLarge
 	}
+	if _, derr := io.Copy(io.Discard, body); errors.As(derr, &mbe) {
+		return tooLarge
+	}
+	return Errorf(http.StatusBadRequest, "bad_request", err.Error(), nil)
+}
+
+// CleanPathsOnly answers 404 to a request whose path is not in clean form
+// ("//x", "/./x", "/a/../x", a trailing slash), where http.ServeMux would
+// redirect to the cleaned path: a path the table does not name is 404.
+func CleanPathsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "" || p != path.Clean(p) {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // SourceIP is the canonical source address of a request ("" if unknown).

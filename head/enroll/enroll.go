@@ -87,7 +87,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /bootstrap", s.bootstrap)
 	mux.HandleFunc("GET /ca.pem", s.caPEM)
 	mux.Handle("POST /enroll", answer.Func(s.cfg.Log, s.enroll))
-	return mux
+	return answer.CleanPathsOnly(mux)
 }
 
 func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request) {
@@ -107,10 +107,6 @@ var refused = &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{E
 func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	m := s.cfg.Metrics
 	ip := answer.SourceIP(r)
-	if s.cfg.Limiter.Limited(ip) {
-		m.Enrollment(metrics.OutcomeRateLimited)
-		return answer.Errorf(http.StatusTooManyRequests, "rate_limited", "too many refusals from this ip", nil)
-	}
 
 	// Step 1: malformed → 400, nothing destroyed.
 	var req wire.EnrollRequest
@@ -127,13 +123,19 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	portKey := secret.NewBytes(rawKey)
 	req.JoinToken, req.PortKey = "", ""
 
-	// Steps 2 and 3: refusals, then the token is consumed atomically.
+	// Steps 2 and 3: refusals, then the token is consumed atomically. Only
+	// a refusal is rate-limited: vast hosts share public IPs, so a co-tenant
+	// collecting refusals must not lock the real candidate out.
 	cl, err := s.cfg.Registry.Claim(req.InstanceID, ip, tok)
 	var re *registry.RefusalError
 	if errors.As(err, &re) {
+		m.Refusal("enroll", re.Reason)
+		if s.cfg.Limiter.Limited(ip) {
+			m.Enrollment(metrics.OutcomeRateLimited)
+			return answer.Errorf(http.StatusTooManyRequests, "rate_limited", "too many refusals from this ip", re)
+		}
 		s.cfg.Limiter.Note(ip)
 		m.Enrollment(metrics.OutcomeRefused)
-		m.Refusal("enroll", re.Reason)
 		refusal := *refused
 		refusal.Reason, refusal.Cause = re.Reason, fmt.Errorf("instance %q", req.InstanceID)
 		return &refusal

@@ -70,7 +70,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /heartbeat", answer.Func(s.cfg.Log, s.heartbeat))
 	mux.Handle("POST /report", answer.Func(s.cfg.Log, s.report))
-	return mux
+	return answer.CleanPathsOnly(mux)
 }
 
 // IntervalS is the heartbeat interval in whole seconds (at least 1).
