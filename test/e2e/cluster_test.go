@@ -33,7 +33,7 @@ const (
 // cluster is one head process with its own state dir, Docker network and
 // containers; all removed at the end of the test.
 type cluster struct {
-	t        *testing.T
+	t        testing.TB
 	name     string
 	dir      string
 	state    string
@@ -68,7 +68,7 @@ func (l *lockedBuffer) String() string {
 
 // newCluster makes the network, runs `head init` and starts `head serve`
 // with the given provider ("docker" or "none").
-func newCluster(t *testing.T, provider string) *cluster {
+func newCluster(t testing.TB, provider string) *cluster {
 	t.Helper()
 	needSuite(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -128,7 +128,7 @@ func newCluster(t *testing.T, provider string) *cluster {
 	return c
 }
 
-func freePort(t *testing.T, ip string) string {
+func freePort(t testing.TB, ip string) string {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func (c *cluster) node(instanceID string) (wire.Node, bool) {
 // waitFor polls cond every 250 ms until it holds; after limit it fails the
 // test with cond's last explanation. Limits are generous: they bound a hang,
 // they do not measure speed.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -293,4 +293,10 @@ func (c *cluster) dumpContainers() {
 		out, errOut, _ := suite.eng.ContainerLogs(ctx, ct.ID)
 		c.t.Logf("container %v (%s):\n%s%s", ct.Names, ct.Status, out, errOut)
 	}
+}
+
+// deleteCandidate ends a candidate (its container is removed by the head).
+func (c *cluster) deleteCandidate(id string) (bool, error) {
+	err := c.do(http.MethodDelete, "/v1/candidates/"+id, nil, nil, http.StatusNoContent)
+	return err == nil, err
 }

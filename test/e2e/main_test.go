@@ -130,7 +130,7 @@ func setup() (skip string, err error) {
 }
 
 // needSuite skips (or fails: see run) a test when the suite cannot run.
-func needSuite(t *testing.T) {
+func needSuite(t testing.TB) {
 	t.Helper()
 	if suite.skip != "" {
 		t.Skipf("SKIP e2e: %s", suite.skip)
