@@ -235,7 +235,11 @@ func Remove(ctx context.Context, table string, nft func(ctx context.Context, scr
 	if nft == nil {
 		nft = RunNft("nft")
 	}
-	return nft(ctx, fmt.Sprintf("add table inet %s\ndelete table inet %s\n", table, table))
+	err := nft(ctx, fmt.Sprintf("add table inet %s\ndelete table inet %s\n", table, table))
+	if errors.Is(err, exec.ErrNotFound) {
+		return nil // no nftables here: no table either
+	}
+	return err
 }
 
 func diff(old, cur []string) (added, removed []string) {

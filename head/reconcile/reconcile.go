@@ -53,10 +53,11 @@ const (
 	ReasonLost          = "lost"
 	ReasonScaleDown     = "scale_down"
 	ReasonDown          = "down"
+	ReasonSpareUnneeded = "spare_unneeded"
 )
 
 // notFailures are end reasons that say nothing bad about renting.
-var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true}
+var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true, ReasonSpareUnneeded: true}
 
 // Config builds a Loop.
 type Config struct {
@@ -82,7 +83,8 @@ type Config struct {
 // Loop is the reconciler. Tick is not safe for concurrent use; Run calls it
 // from one goroutine.
 type Loop struct {
-	cfg Config
+	cfg    Config
+	spares map[string]bool // candidates this loop rented as spares
 }
 
 // New returns a Loop.
@@ -107,7 +109,7 @@ func New(cfg Config) *Loop {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{cfg: cfg}
+	return &Loop{cfg: cfg, spares: map[string]bool{}}
 }
 
 // Run ticks until ctx ends. A stale down marker of an earlier `head down` is
@@ -217,6 +219,12 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		}
 	}
 
+	for id := range l.spares {
+		if c, ok := live[id]; !ok || c.State == wire.StateEnrolled {
+			delete(l.spares, id) // enrolled or gone: no longer a spare to cancel
+		}
+	}
+
 	if !down {
 		names := make([]string, 0, len(types))
 		for n := range l.cfg.NodeTypes {
@@ -229,9 +237,19 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 			if t.failed > 0 && t.enrolled < nt.MinWorkers {
 				spare = l.cfg.Spares
 			}
-			want := max(nt.MinWorkers-t.enrolled, 0) + spare // in flight
+			deficit := max(nt.MinWorkers-t.enrolled, 0)
+			want := deficit + spare // in flight
 			if want > 0 {
 				want = min(want, nt.MaxWorkers-t.enrolled+spare)
+			}
+			// A spare this loop rented that is no longer needed (the deficit
+			// is met) is ended before it enrolls, newest first.
+			for i := len(t.inflight) - 1; i >= 0 && len(t.inflight) > want; i-- {
+				if c := t.inflight[i]; l.spares[c.CandidateID] {
+					t.inflight = append(t.inflight[:i], t.inflight[i+1:]...)
+					delete(live, c.CandidateID)
+					end(c, ReasonSpareUnneeded)
+				}
 			}
 			for i := len(t.inflight); i < want; i++ {
 				c, err := l.cfg.Cluster.Create(ctx, n)
@@ -241,6 +259,9 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 				}
 				res.Created[n]++
 				live[c.CandidateID] = c
+				if i >= deficit {
+					l.spares[c.CandidateID] = true
+				}
 				l.cfg.Log.Info("reconcile: created candidate", "candidate", c.CandidateID, "node_type", n,
 					"enrolled", t.enrolled, "in_flight", len(t.inflight), "min", nt.MinWorkers, "max", nt.MaxWorkers, "spare", spare)
 			}

@@ -220,3 +220,26 @@ func TestRunRemovesStaleDownMarker(t *testing.T) {
 		t.Errorf("marker still there: %v", err)
 	}
 }
+
+// TestSpareCancelled: a spare rented after a failure is ended before it
+// enrolls once the deficit is met; a candidate that was not a spare is kept.
+func TestSpareCancelled(t *testing.T) {
+	cl := &fakeCluster{cands: []wire.Candidate{
+		cand("e", "gpu", wire.StateEnrolled, time.Hour, "10.0.0.1"),
+		ended("f", "gpu", "port_check", time.Minute),
+	}}
+	l := New(Config{Cluster: cl, NodeTypes: map[string]wire.NodeType{"gpu": {MinWorkers: 2, MaxWorkers: 4}}, Now: func() time.Time { return t0 }})
+	res, err := l.Tick(context.Background())
+	if err != nil || res.Created["gpu"] != 2 {
+		t.Fatalf("first tick created %v (%v), want 2 (deficit 1 + spare 1)", res.Created, err)
+	}
+	cl.cands[2].State = wire.StateEnrolled // new1 (the deficit) enrolls; new2 is the spare
+	res, err = l.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"new2": ReasonSpareUnneeded}
+	if !reflect.DeepEqual(res.Ended, want) || len(res.Created) != 0 {
+		t.Errorf("second tick ended %v created %v, want %v and nothing created", res.Ended, res.Created, want)
+	}
+}

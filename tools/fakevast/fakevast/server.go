@@ -495,3 +495,15 @@ func (s *Server) Stats() (calls map[string]int, limited int) {
 
 // Wait waits for backend starts in flight.
 func (s *Server) Wait() { s.wg.Wait() }
+
+// AllInstances returns every instance ever created, destroyed ones too.
+func (s *Server) AllInstances() []Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Instance, 0, len(s.instances))
+	for _, in := range s.instances {
+		out = append(out, *in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

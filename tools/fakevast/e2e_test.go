@@ -1,0 +1,407 @@
+package main
+
+// TestVastFlow is the issue's "done": against the fake vast API, `head
+// serve --provider vast` with min_workers 2 rents, enrolls (agents running
+// in local containers standing in for the rentals), replaces a candidate
+// that failed its checks, ends a lost node, survives a restart without
+// leaking or doubling rentals, and `head down` leaves nothing rented.
+//
+// It needs root and Docker (skips loudly otherwise; fails with CI=true).
+// FAKEVAST_E2E_OVERLAY=file passes `-overlay file` to the head's build (to
+// try wiring not yet in head/).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/wire"
+	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
+)
+
+const e2eKey = "fakevast-e2e-key-5b2f9d1c0a8e"
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func e2eSkip(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("VAST E2E CANNOT RUN: %s", why)
+	}
+	t.Skipf("SKIPPING VAST E2E: %s", why)
+}
+
+type flow struct {
+	t                *testing.T
+	repo, bin        string
+	head, agent      string
+	state, cfg, vcfg string
+	gw               string
+	portA, portB     int
+	env              []string
+	fake             *fakevast.Server
+	eng              *dockerengine.Client
+	name             string
+	logs             *syncBuf
+	proc             *exec.Cmd
+	done             chan error
+}
+
+func TestVastFlow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		e2eSkip(t, "not root: the flow runs Docker containers and nftables")
+	}
+	eng := dockerengine.New("")
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	if _, err := eng.Version(ctx); err != nil {
+		e2eSkip(t, "no Docker Engine: "+err.Error())
+	}
+	repo, _ := filepath.Abs("../..")
+	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("e2e%d", os.Getpid()), logs: &syncBuf{}}
+	f.build(ctx)
+	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = fakevast.Cleanup(ctx, eng, f.name)
+	be, err := fakevast.OpenDocker(ctx, fakevast.DockerConfig{Engine: eng, Name: f.name, Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := fakevast.Cleanup(c, eng, f.name); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+		be.Close()
+	})
+	offers := fakevast.DefaultOffers(6)
+	offers[0].Unsafe = true // the cheapest host keeps NET_RAW: its candidate must fail and be replaced
+	f.fake = fakevast.New(fakevast.Config{Key: e2eKey, Offers: offers, StartDelay: 2 * time.Second, MinInterval: 50 * time.Millisecond,
+		Backend: be, Log: slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")})
+	api := httptest.NewServer(f.fake.Handler())
+	defer api.Close()
+	f.gw = be.Gateway().String()
+	f.setup(ctx, api.URL, img)
+
+	// 1. Rent and enroll min_workers, replacing the unsafe host's candidate.
+	f.start()
+	// A spare rented after the failure may enroll in the same moment as the
+	// replacement: 2 or 3 enrolled (max_workers 3), nothing else in flight.
+	f.waitFor("2 enrolled nodes", 4*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0 })
+	cs := f.candidates()
+	bad := find(cs, func(c wire.Candidate) bool { return c.HostID == "1001" })
+	if bad == nil || bad.State != wire.StateEnded || bad.Reason != "security_check" {
+		t.Fatalf("unsafe host's candidate = %+v, want ended security_check", bad)
+	}
+	if !strings.Contains(f.admin("/v1/blocklist"), `"host_id":"1001"`) {
+		t.Errorf("host 1001 not blocklisted: %s", f.admin("/v1/blocklist"))
+	}
+	f.checkNoLeak("after enrollment")
+	f.checkFirewall(cs)
+
+	// 2. A node's host dies: lost after 3 heartbeat intervals, ended, its
+	// instance destroyed, a new one rented and enrolled.
+	victim := find(cs, func(c wire.Candidate) bool { return c.State == wire.StateEnrolled })
+	id, _ := strconv.ParseInt(victim.InstanceID, 10, 64)
+	if err := f.fake.Kill(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor("the killed node ended and 2 enrolled again", 3*time.Minute, func(cs []wire.Candidate) bool {
+		v := find(cs, func(c wire.Candidate) bool { return c.CandidateID == victim.CandidateID })
+		return v != nil && v.State == wire.StateEnded && count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0
+	})
+	if v := find(f.candidates(), func(c wire.Candidate) bool { return c.CandidateID == victim.CandidateID }); v.Reason != "lost" {
+		t.Errorf("killed node's reason = %q, want lost", v.Reason)
+	}
+	f.waitFor("the lost node's instance destroyed", time.Minute, func([]wire.Candidate) bool { return !f.live(victim.InstanceID) })
+	f.checkNoLeak("after the lost node")
+
+	// 3. Restart: the head finds its rentals by label, keeps its nodes and
+	// rents nothing twice.
+	before, enrolled := len(f.fake.Live()), count(f.candidates(), wire.StateEnrolled)
+	f.stop()
+	f.start()
+	time.Sleep(12 * time.Second) // two loop ticks and several heartbeats
+	if cs := f.candidates(); count(cs, wire.StateEnrolled) != enrolled {
+		t.Errorf("after restart: %d enrolled, want %d", count(cs, wire.StateEnrolled), enrolled)
+	}
+	if after := len(f.fake.Live()); after != before {
+		t.Errorf("after restart: %d instances, before %d", after, before)
+	}
+	f.checkNoLeak("after restart")
+
+	// 4. head down: nothing stays rented.
+	out, err := f.run(ctx, "down", "--state", f.state, "--config", f.cfg, "--provider", "vast")
+	if err != nil {
+		t.Fatalf("head down: %v\n%s", err, out)
+	}
+	if live := f.fake.Live(); len(live) != 0 {
+		t.Errorf("after head down: %d instances still rented", len(live))
+	}
+	for _, c := range f.candidates() {
+		if c.State != wire.StateEnded {
+			t.Errorf("after head down: candidate %s is %s", c.CandidateID, c.State)
+		}
+	}
+	time.Sleep(6 * time.Second) // a loop tick with the marker: it must not rent again
+	if live := f.fake.Live(); len(live) != 0 {
+		t.Errorf("the head rented again after head down: %d", len(live))
+	}
+	f.stop()
+	if cs, _ := eng.ListContainers(ctx, fakevast.LabelServer+"="+f.name); len(cs) != 0 {
+		t.Errorf("%d containers left", len(cs))
+	}
+	if out, _ := exec.Command("nft", "list", "table", "inet", "rayvast").CombinedOutput(); !bytes.Contains(out, []byte("No such file")) {
+		t.Errorf("firewall table left after the head stopped: %s", out)
+	}
+	f.checkSecrets()
+	calls, limited := f.fake.Stats()
+	t.Logf("vast API calls %v, 429s %d", calls, limited)
+}
+
+func (f *flow) build(ctx context.Context) {
+	f.head, f.agent = filepath.Join(f.bin, "head"), filepath.Join(f.bin, "agent")
+	for out, pkg := range map[string]string{f.head: "./head", f.agent: "./agent"} {
+		args := []string{"build", "-trimpath", "-o", out}
+		if ov := os.Getenv("FAKEVAST_E2E_OVERLAY"); ov != "" && pkg == "./head" {
+			args = append(args, "-overlay", ov)
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
+		cmd.Dir = f.repo
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			f.t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+}
+
+func freePort(t *testing.T, ip string) int {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (f *flow) setup(ctx context.Context, apiURL, img string) {
+	dir := f.t.TempDir()
+	f.state, f.cfg, f.vcfg = filepath.Join(dir, "state"), filepath.Join(dir, "config.json"), filepath.Join(dir, "vast.json")
+	if out, err := f.run(ctx, "init", "--state", f.state, "--ip", f.gw, "--cluster", f.name); err != nil {
+		f.t.Fatalf("head init: %v\n%s", err, out)
+	}
+	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":2,
+		"node_types":{"cpu":{"gpus":0,"min_workers":2,"max_workers":3,"resources":{},"labels":{}}},
+		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw)
+	vcfg := fmt.Sprintf(`{"image":%q,"node_types":{"cpu":{"gpu_name":"fake-cpu","max_dph":1}}}`, img)
+	for p, s := range map[string]string{f.cfg: cfg, f.vcfg: vcfg} {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.portA, f.portB = freePort(f.t, f.gw), freePort(f.t, f.gw)
+	f.env = append(os.Environ(), "VAST_API_KEY="+e2eKey, "RAYVAST_VAST_URL="+apiURL, "RAYVAST_VAST_CONFIG="+f.vcfg)
+}
+
+func (f *flow) run(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, f.head, args...)
+	cmd.Env = f.env
+	out, err := cmd.CombinedOutput()
+	f.logs.Write(out)
+	return out, err
+}
+
+func (f *flow) start() {
+	cmd := exec.Command(f.head, "serve", "--state", f.state, "--config", f.cfg, "--agent", f.agent,
+		"--listen-a", net.JoinHostPort(f.gw, strconv.Itoa(f.portA)), "--listen-b", net.JoinHostPort(f.gw, strconv.Itoa(f.portB)),
+		"--provider", "vast")
+	cmd.Env = f.env
+	cmd.Stdout, cmd.Stderr = f.logs, f.logs
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.proc, f.done = cmd, make(chan error, 1)
+	go func() { f.done <- cmd.Wait() }()
+	f.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sock := filepath.Join(f.state, "admin.sock")
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case err := <-f.done:
+			f.t.Fatalf("head serve exited: %v\n%s", err, f.logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	f.t.Fatalf("head serve did not open its admin socket\n%s", f.logs.String())
+}
+
+func (f *flow) stop() {
+	_ = f.proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-f.done:
+		if err != nil {
+			f.t.Errorf("head serve exit: %v", err)
+		}
+	case <-time.After(45 * time.Second):
+		f.t.Fatal("head serve did not stop on SIGTERM")
+	}
+}
+
+func (f *flow) admin(path string) string {
+	c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(f.state, "admin.sock"))
+	}}}
+	resp, err := c.Get("http://admin" + path)
+	if err != nil {
+		f.t.Fatalf("admin %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func (f *flow) candidates() []wire.Candidate {
+	var cs []wire.Candidate
+	if err := json.Unmarshal([]byte(f.admin("/v1/candidates")), &cs); err != nil {
+		f.t.Fatal(err)
+	}
+	return cs
+}
+
+func (f *flow) waitFor(what string, d time.Duration, ok func([]wire.Candidate) bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if ok(f.candidates()) {
+			f.t.Logf("reached: %s", what)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	b, _ := json.MarshalIndent(f.candidates(), "", " ")
+	f.t.Fatalf("timed out waiting for %s\ncandidates: %s\nlogs:\n%s", what, b, tail(f.logs.String(), 8000))
+}
+
+func (f *flow) live(instanceID string) bool {
+	for _, in := range f.fake.Live() {
+		if strconv.FormatInt(in.ID, 10) == instanceID {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNoLeak: every rented instance belongs to a live candidate, and every
+// live candidate with an instance is rented.
+func (f *flow) checkNoLeak(when string) {
+	f.t.Helper()
+	cs := f.candidates()
+	liveCand := map[string]bool{}
+	for _, c := range cs {
+		if c.State != wire.StateEnded && c.InstanceID != "" {
+			liveCand[c.InstanceID] = true
+			if !f.live(c.InstanceID) {
+				f.t.Errorf("%s: candidate %s (%s) has no instance %s", when, c.CandidateID, c.State, c.InstanceID)
+			}
+		}
+	}
+	for _, in := range f.fake.Live() {
+		if id := strconv.FormatInt(in.ID, 10); !liveCand[id] {
+			// A destroy may be in flight for an instance just ended.
+			time.Sleep(3 * time.Second)
+			if f.live(id) {
+				f.t.Errorf("%s: instance %s (label %s) has no live candidate", when, id, in.Label)
+			}
+		}
+	}
+}
+
+func (f *flow) checkFirewall(cs []wire.Candidate) {
+	out, err := exec.Command("nft", "list", "set", "inet", "rayvast", "allowed4").CombinedOutput()
+	if err != nil {
+		f.t.Errorf("nft list set: %v: %s", err, out)
+		return
+	}
+	for _, c := range cs {
+		if c.State == wire.StateEnrolled && !bytes.Contains(out, []byte(c.PublicIP)) {
+			f.t.Errorf("enrolled node %s (%s) not in the firewall set:\n%s", c.CandidateID, c.PublicIP, out)
+		}
+	}
+}
+
+// checkSecrets: neither the API key nor any join token reached a log line.
+func (f *flow) checkSecrets() {
+	logs := f.logs.String()
+	if strings.Contains(logs, e2eKey) {
+		f.t.Error("the vast API key is in the logs")
+	}
+	for _, in := range f.fake.AllInstances() {
+		if tok := in.Env[wire.EnvJoinToken]; tok != "" && strings.Contains(logs, tok) {
+			f.t.Errorf("join token of instance %d in the logs", in.ID)
+		}
+		for k, v := range in.Env {
+			if strings.Contains(k+v, e2eKey) {
+				f.t.Errorf("API key in the rental env of %d", in.ID)
+			}
+		}
+	}
+}
+
+func count(cs []wire.Candidate, state string) int {
+	n := 0
+	for _, c := range cs {
+		if c.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+func inflight(cs []wire.Candidate) int {
+	return count(cs, wire.StatePending) + count(cs, wire.StateRented) + count(cs, wire.StateRunning)
+}
+
+func find(cs []wire.Candidate, ok func(wire.Candidate) bool) *wire.Candidate {
+	for i := range cs {
+		if ok(cs[i]) {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
