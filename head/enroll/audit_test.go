@@ -2,6 +2,8 @@ package enroll
 
 import (
 	"bytes"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -99,3 +101,103 @@ func TestUncleanPaths404(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionOrder: when several checks fail at once the first failing
+// step of SPEC §6 names the reason (4 security, 5 gpus, 6 egress, 7 ports).
+func TestDecisionOrder(t *testing.T) {
+	h := newHead(t)
+	bad := wire.Check{OK: false, Detail: "no"}
+	for i, c := range []struct {
+		name, want string
+		mode       fakeagent.Mode
+		mut        func(*wire.EnrollRequest)
+	}{
+		{"all bad", wire.ReasonSecurityCheck, fakeagent.Silent, func(r *wire.EnrollRequest) {
+			r.Checks.Shm, r.GPUs, r.Checks.Egress.OK = bad, 3, false
+		}},
+		{"gpus egress ports", wire.ReasonGPUCount, fakeagent.Silent, func(r *wire.EnrollRequest) { r.GPUs, r.Checks.Egress.IP = 0, "127.9.9.9" }},
+		{"egress ports", wire.ReasonEgress, fakeagent.Wrong, func(r *wire.EnrollRequest) { r.Checks.Egress.IP = "127.9.9.9" }},
+		{"ports", wire.ReasonPortCheck, fakeagent.Wrong, func(r *wire.EnrollRequest) {}},
+	} {
+		ip := fmt.Sprintf("127.0.5.%d", i+1)
+		inst := fmt.Sprintf("order-%d", i)
+		_, tok, a := h.candidate(t, inst, ip, "gpu1", c.mode)
+		req := a.Request(inst, tok.Reveal(), 1)
+		c.mut(&req)
+		want := fmt.Sprintf(`{"error":"rejected","reason":%q}`, c.want)
+		if st, body := h.post(t, ip, req); st != 403 || body != want {
+			t.Errorf("%s: %d %s, want %s", c.name, st, body, want)
+		}
+	}
+}
+
+// TestEgressIPForms: the egress IP is compared as an address, not as text:
+// a v4-mapped v6 spelling of the public IP passes, another address fails.
+func TestEgressIPForms(t *testing.T) {
+	h := newHead(t)
+	for i, c := range []struct {
+		public, egress string
+		ok             bool
+	}{
+		{"127.0.6.1", "::ffff:127.0.6.1", true},
+		{"::ffff:127.0.6.2", "127.0.6.2", true}, // admin gave the mapped form
+		{"127.0.6.3", "127.0.6.03", false},      // not an IP literal
+		{"127.0.6.4", "", false},
+		{"127.0.6.5", "::ffff:127.0.6.55", false},
+	} {
+		inst := fmt.Sprintf("egress-%d", i)
+		src := strings.TrimPrefix(c.public, "::ffff:")
+		_, tok, a := h.candidate(t, inst, c.public, "tiny", fakeagent.Answer)
+		a.IP = src
+		req := a.Request(inst, tok.Reveal(), 0)
+		req.Checks.Egress.IP = c.egress
+		st, body := h.post(t, src, req)
+		if got := !strings.Contains(body, `"reason":"egress"`); got != c.ok {
+			t.Errorf("public %s egress %q: %d %s, want egress ok=%v", c.public, c.egress, st, body, c.ok)
+		}
+		if st == 200 { // free the one tiny slot for the next case
+			h.reg.End(h.candidateOf(inst), "test")
+		}
+	}
+}
+
+func (h *testHead) candidateOf(inst string) string {
+	for _, c := range h.reg.Candidates() {
+		if c.InstanceID == inst {
+			return c.CandidateID
+		}
+	}
+	return ""
+}
+
+// TestNoSecretInLogs: after an enrollment, a rejection and refusals, the
+// head's log holds none of the secrets that crossed port A.
+func TestNoSecretInLogs(t *testing.T) {
+	h := newHead(t)
+	_, tok, a := h.candidate(t, "sec-ok", "127.0.8.1", "gpu1", fakeagent.Answer)
+	st, body := h.post(t, "127.0.8.1", a.Request("sec-ok", tok.Reveal(), 1))
+	if st != 200 {
+		t.Fatalf("%d %s", st, body)
+	}
+	var resp wire.EnrollResponse
+	if err := wire.Decode(strings.NewReader(body), 1<<20, &resp); err != nil {
+		t.Fatal(err)
+	}
+	_, tok2, a2 := h.candidate(t, "sec-bad", "127.0.8.2", "gpu1", fakeagent.Wrong)
+	h.post(t, "127.0.8.2", a2.Request("sec-bad", tok2.Reveal(), 1))
+	_, tok3, a3 := h.candidate(t, "sec-ref", "127.0.8.3", "gpu1", fakeagent.Answer)
+	h.post(t, "127.0.8.4", a3.Request("sec-ref", tok3.Reveal(), 1)) // wrong source ip
+	h.post(t, "127.0.8.3", []byte(`{"version":1,"instance_id":"sec-ref","join_token":"`+tok3.Reveal()+`","gpus":"x"}`))
+	logs := h.logs.String()
+	keyBody := strings.Split(resp.NodeKey, "\n")[1]
+	for name, s := range map[string]string{
+		"join token": tok.Reveal(), "rejected join token": tok2.Reveal(), "refused join token": tok3.Reveal(),
+		"port key": req64(a.PortKey), "cluster token": resp.ClusterToken, "app root key": resp.AppRootKey, "node key": keyBody,
+	} {
+		if strings.Contains(logs, s) {
+			t.Errorf("log holds the %s", name)
+		}
+	}
+}
+
+func req64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -1,0 +1,46 @@
+package nodeapi
+
+import (
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestExpiryUsesInjectedClock: certificate validity is judged by the head's
+// clock (Config.Now), so a node certificate past its NotAfter on that clock is
+// forbidden although the wall clock still accepts it.
+func TestExpiryUsesInjectedClock(t *testing.T) {
+	p := newPortB(t)
+	c1, _ := p.enroll(t, "i1", "127.0.3.1")
+	p.clk.Add(2 * 365 * 24 * time.Hour)
+	if st, body := p.post(t, "127.0.3.1", &c1, "/heartbeat", hb("i1")); st != 403 || body != `{"error":"forbidden"}` {
+		t.Errorf("expired on the head's clock: %d %s, want 403 forbidden", st, body)
+	}
+}
+
+// TestTLSFloor: port B speaks TLS 1.2 at least and asks every client for a
+// certificate.
+func TestTLSFloor(t *testing.T) {
+	p := newPortB(t)
+	host := p.url[len("https://"):]
+	conn, err := tls.Dial("tcp", host, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11})
+	if err == nil {
+		conn.Close()
+		t.Error("a TLS 1.1 handshake succeeded")
+	}
+	asked := false
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	conn, err = tls.DialWithDialer(d, "tcp", host, &tls.Config{InsecureSkipVerify: true,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			asked = true
+			return &tls.Certificate{}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if !asked {
+		t.Error("port B did not ask for a client certificate")
+	}
+}
