@@ -145,7 +145,7 @@ func (d *demo) run(ctx context.Context) int {
 	if err != nil {
 		return d.fail("%v", err)
 	}
-	unlock, err := lockCluster(d.o.cluster)
+	unlock, err := lockCluster(filepath.Join(os.TempDir(), "rayvast-locks"), d.o.cluster)
 	if err != nil {
 		return d.fail("%v", err)
 	}
@@ -218,8 +218,11 @@ func (d *demo) run(ctx context.Context) int {
 // lockCluster takes a per-cluster lock for the life of the demo, so a
 // second demo of the same name refuses instead of removing the first one's
 // containers. The kernel drops it when the process dies.
-func lockCluster(cluster string) (func(), error) {
-	path := filepath.Join(os.TempDir(), "rayvast-demo-"+docker.NetworkName(cluster)+".lock")
+func lockCluster(dir, cluster string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock dir: %w", err)
+	}
+	path := filepath.Join(dir, "demo-"+docker.NetworkName(cluster)+".lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)

@@ -79,16 +79,16 @@ func TestDecodeList(t *testing.T) {
 // TestLockCluster: a second demo of the same cluster is refused while the
 // first holds the lock, and allowed after.
 func TestLockCluster(t *testing.T) {
-	name := "locktest-" + strings.ReplaceAll(t.Name(), "/", "-") + time.Now().Format("150405.000000")
-	unlock, err := lockCluster(name)
+	dir, name := t.TempDir(), "locktest"
+	unlock, err := lockCluster(dir, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lockCluster(name); err == nil {
+	if _, err := lockCluster(dir, name); err == nil {
 		t.Fatal("second lock granted while the first is held")
 	}
 	unlock()
-	unlock2, err := lockCluster(name)
+	unlock2, err := lockCluster(dir, name)
 	if err != nil {
 		t.Fatalf("lock after unlock: %v", err)
 	}
