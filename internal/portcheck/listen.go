@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,8 +21,11 @@ const (
 	connDeadline = 5 * time.Second
 	// maxChallengeRead is how much of a connection the agent reads at most.
 	maxChallengeRead = 100
-	// maxConnsPerPort caps handlers per listener; more are closed unanswered
-	// so a flood costs at most 64*8 sockets (the head uses one per port).
+	// maxConnsPerPort caps connections per listener so a flood costs at
+	// most 64*8 sockets (the head uses one per port). A new connection
+	// beyond it drops the oldest: the ports are public, and refusing new
+	// ones would let a stranger holding idle connections fail the head's
+	// check (and so have the candidate destroyed).
 	maxConnsPerPort = 8
 )
 
@@ -108,7 +112,7 @@ func (l *Listeners) closeListeners() error {
 
 // serve accepts on one port until its listener is closed.
 func (l *Listeners) serve(ln net.Listener, port int) {
-	slots := make(chan struct{}, maxConnsPerPort)
+	var mine []net.Conn // this port's connections, oldest first; guarded by l.mu
 	backoff := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
@@ -123,41 +127,42 @@ func (l *Listeners) serve(ln net.Listener, port int) {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		select {
-		case slots <- struct{}{}:
-		default:
-			c.Close() // flooded: this one gets no answer
-			continue
-		}
-		if !l.track(c) {
+		if !l.track(c, &mine) {
 			c.Close()
-			<-slots
 			return
 		}
 		l.wg.Go(func() {
-			// The slot is freed before the connection stops counting as
-			// active, so a test that sees it gone may rely on the slot.
-			defer func() { c.Close(); <-slots; l.untrack(c) }()
+			defer func() { c.Close(); l.untrack(c, &mine) }()
 			l.answer(c, port)
 		})
 	}
 }
 
-// track records c so Close can drop it; false once Close has begun.
-func (l *Listeners) track(c net.Conn) bool {
+// track records c so Close can drop it, first closing the port's oldest
+// connections while the port is full; false once Close has begun. A dropped
+// connection's handler sees its read fail and ends.
+func (l *Listeners) track(c net.Conn, mine *[]net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
+	for len(*mine) >= maxConnsPerPort {
+		(*mine)[0].Close()
+		*mine = slices.Delete(*mine, 0, 1)
+	}
+	*mine = append(*mine, c)
 	l.conns[c] = struct{}{}
 	return true
 }
 
-func (l *Listeners) untrack(c net.Conn) {
+func (l *Listeners) untrack(c net.Conn, mine *[]net.Conn) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(*mine, c); i >= 0 {
+		*mine = slices.Delete(*mine, i, i+1)
+	}
 	delete(l.conns, c)
-	l.mu.Unlock()
 }
 
 // answer reads one challenge from c and writes the HMAC for this listener's
