@@ -69,7 +69,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for the candidates after this long")
 	fs.IntVar(&o.interval, "heartbeat-interval", 10, "heartbeat interval in seconds")
 	fs.BoolVar(&o.noWait, "no-wait", false, "clean up right after the summary instead of waiting for Ctrl-C")
-	fs.Var(&serveArgs, "serve-arg", "extra argument for `head serve` (repeatable)")
+	fs.Var(&serveArgs, "serve-arg", "extra argument for the serve command (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: head demo [flags]\n\nRuns a rayvast cluster on the local Docker Engine (as root): three candidates,\none of them unsafe on purpose, live progress, a summary; Ctrl-C removes it all.")
 		fs.PrintDefaults()
