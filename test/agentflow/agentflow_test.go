@@ -101,7 +101,7 @@ func TestAgentFlow(t *testing.T) {
 
 	// 10. Budget: the agent's resident memory while it supervises.
 	rss := procStatus(agentPID, "VmRSS")
-	t.Logf("BUDGET agent VmRSS while supervising: %s (budget 20 MiB)", rss)
+	t.Logf("BUDGET agent VmRSS while supervising: %s (peak VmHWM %s; budget 20 MiB)", rss, procStatus(agentPID, "VmHWM"))
 	if kb, err := strconv.Atoi(strings.Fields(rss + " 0")[0]); err == nil && kb > 20<<10 {
 		t.Errorf("agent VmRSS %d kB over the 20 MiB budget", kb)
 	}

@@ -173,3 +173,5 @@ func environ(t *testing.T, pid int) []string {
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
