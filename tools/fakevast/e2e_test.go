@@ -8,7 +8,7 @@ package main
 //
 // It needs root and Docker (skips loudly otherwise; fails with CI=true).
 // FAKEVAST_E2E_OVERLAY=file passes `-overlay file` to the head's build (to
-// try wiring not yet in head/).
+// try wiring not yet in head/); FAKEVAST_E2E_LOGS=file keeps the logs.
 
 import (
 	"bytes"
@@ -125,22 +125,42 @@ func TestVastFlow(t *testing.T) {
 	f.checkNoLeak("after enrollment")
 	f.checkFirewall(cs)
 
-	// 2. A node's host dies: lost after 3 heartbeat intervals, ended, its
-	// instance destroyed, a new one rented and enrolled.
-	victim := find(cs, func(c wire.Candidate) bool { return c.State == wire.StateEnrolled })
-	id, _ := strconv.ParseInt(victim.InstanceID, 10, 64)
-	if err := f.fake.Kill(ctx, id); err != nil {
-		t.Fatal(err)
+	// 2. Hosts die until one node is left: each is lost after 3 heartbeat
+	// intervals, ended, its instance destroyed, and new ones are rented and
+	// enrolled up to min_workers again.
+	var victims []wire.Candidate
+	for _, c := range cs {
+		if c.State == wire.StateEnrolled && len(victims) < count(cs, wire.StateEnrolled)-1 {
+			victims = append(victims, c)
+			id, _ := strconv.ParseInt(c.InstanceID, 10, 64)
+			if err := f.fake.Kill(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	f.waitFor("the killed node ended and 2 enrolled again", 3*time.Minute, func(cs []wire.Candidate) bool {
-		v := find(cs, func(c wire.Candidate) bool { return c.CandidateID == victim.CandidateID })
-		return v != nil && v.State == wire.StateEnded && count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0
+	known := map[string]bool{}
+	for _, c := range cs {
+		known[c.CandidateID] = true
+	}
+	f.waitFor("the killed nodes ended and 2 enrolled again", 3*time.Minute, func(cs []wire.Candidate) bool {
+		for _, v := range victims {
+			if c := find(cs, func(c wire.Candidate) bool { return c.CandidateID == v.CandidateID }); c == nil || c.State != wire.StateEnded {
+				return false
+			}
+		}
+		return count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0
 	})
-	if v := find(f.candidates(), func(c wire.Candidate) bool { return c.CandidateID == victim.CandidateID }); v.Reason != "lost" {
-		t.Errorf("killed node's reason = %q, want lost", v.Reason)
+	cs = f.candidates()
+	for _, v := range victims {
+		if c := find(cs, func(c wire.Candidate) bool { return c.CandidateID == v.CandidateID }); c.Reason != "lost" {
+			t.Errorf("killed node %s: reason %q, want lost", c.CandidateID, c.Reason)
+		}
+		f.waitFor("a lost node's instance destroyed", time.Minute, func([]wire.Candidate) bool { return !f.live(v.InstanceID) })
 	}
-	f.waitFor("the lost node's instance destroyed", time.Minute, func([]wire.Candidate) bool { return !f.live(victim.InstanceID) })
-	f.checkNoLeak("after the lost node")
+	if find(cs, func(c wire.Candidate) bool { return !known[c.CandidateID] && c.State == wire.StateEnrolled }) == nil {
+		t.Error("no replacement enrolled after the lost nodes")
+	}
+	f.checkNoLeak("after the lost nodes")
 
 	// 3. Restart: the head finds its rentals by label, keeps its nodes and
 	// rents nothing twice.
@@ -181,6 +201,9 @@ func TestVastFlow(t *testing.T) {
 		t.Errorf("firewall table left after the head stopped: %s", out)
 	}
 	f.checkSecrets()
+	if p := os.Getenv("FAKEVAST_E2E_LOGS"); p != "" {
+		_ = os.WriteFile(p, []byte(f.logs.String()), 0o600)
+	}
 	calls, limited := f.fake.Stats()
 	t.Logf("vast API calls %v, 429s %d", calls, limited)
 }
