@@ -14,16 +14,20 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // DefaultSocket is where the Docker Engine listens on Linux.
 const DefaultSocket = "/var/run/docker.sock"
 
-// APIVersion is pinned: Docker 20.10 speaks up to 1.41, and every call here
-// exists in it.
-const APIVersion = "v1.41"
+// APIVersion is the version this client is written against: Docker 20.10
+// speaks up to 1.41 and every call here exists in it. An Engine whose
+// minimum is higher (Docker 29 requires 1.44) is spoken to at its minimum:
+// the calls and fields used here did not change.
+const APIVersion = "1.41"
 
 // ErrNotFound is returned when the Engine answers 404 (no such container,
 // network or image).
@@ -32,7 +36,9 @@ var ErrNotFound = errors.New("not found")
 // Client talks to one Docker Engine.
 type Client struct {
 	http *http.Client
-	base string // http://docker/v1.41
+
+	once sync.Once
+	base string // http://docker/v1.41, set by negotiate
 }
 
 // New returns a client for the Engine at socket ("" = DefaultSocket). It does
@@ -49,7 +55,33 @@ func New(socket string) *Client {
 		MaxIdleConns:    4,
 		IdleConnTimeout: 30 * time.Second,
 	}
-	return &Client{http: &http.Client{Transport: tr}, base: "http://docker/" + APIVersion}
+	return &Client{http: &http.Client{Transport: tr}}
+}
+
+// negotiate picks the API version once: APIVersion, or the Engine's minimum
+// when that is higher. If the Engine cannot be asked, APIVersion stays and
+// the call itself reports the problem.
+func (c *Client) negotiate(ctx context.Context) {
+	c.once.Do(func() {
+		use := APIVersion
+		if v, err := c.Version(ctx); err == nil && versionLess(APIVersion, v.MinAPIVersion) {
+			use = v.MinAPIVersion
+		}
+		c.base = "http://docker/v" + use
+	})
+}
+
+// versionLess compares "major.minor" API versions.
+func versionLess(a, b string) bool {
+	parse := func(s string) (int, int) {
+		maj, min, _ := strings.Cut(s, ".")
+		x, _ := strconv.Atoi(maj)
+		y, _ := strconv.Atoi(min)
+		return x, y
+	}
+	am, an := parse(a)
+	bm, bn := parse(b)
+	return am < bm || am == bm && an < bn
 }
 
 // APIError is a non-2xx answer of the Engine.
@@ -88,6 +120,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, q url.Values, 
 		rd = bytes.NewReader(buf)
 		contentType = "application/json"
 	}
+	c.negotiate(ctx)
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

@@ -197,3 +197,19 @@ func TestDemux(t *testing.T) {
 		t.Error("truncated frame: no error")
 	}
 }
+
+// TestVersionLess: the negotiation's comparison.
+func TestVersionLess(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"1.41", "1.44", true}, {"1.41", "1.12", false}, {"1.41", "1.41", false},
+		{"1.41", "2.0", true}, {"1.9", "1.10", true}, {"1.41", "", false},
+	}
+	for _, tt := range tests {
+		if got := versionLess(tt.a, tt.b); got != tt.want {
+			t.Errorf("versionLess(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
