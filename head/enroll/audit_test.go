@@ -3,6 +3,7 @@ package enroll
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -201,3 +202,48 @@ func TestNoSecretInLogs(t *testing.T) {
 }
 
 func req64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// TestRefusalsIdentical: the four refusals before a valid token answer the
+// same status, headers (but Date) and body, so a stranger learns nothing.
+func TestRefusalsIdentical(t *testing.T) {
+	h := newHead(t)
+	_, tok, a := h.candidate(t, "same-1", "127.0.9.1", "gpu1", fakeagent.Answer)
+	ended, tok2, a2 := h.candidate(t, "same-2", "127.0.9.2", "gpu1", fakeagent.Answer)
+	h.reg.End(ended.CandidateID, "deleted")
+	_, tok3, a3 := h.candidate(t, "same-3", "127.0.9.3", "tiny", fakeagent.Answer)
+	if st, body := h.post(t, "127.0.9.3", a3.Request("same-3", tok3.Reveal(), 0)); st != 200 {
+		t.Fatalf("%d %s", st, body)
+	}
+	var first string
+	for _, c := range []struct {
+		name, from string
+		req        wire.EnrollRequest
+	}{
+		{"unknown", "127.0.9.1", a.Request("same-x", tok.Reveal(), 1)},
+		{"ended", "127.0.9.2", a2.Request("same-2", tok2.Reveal(), 1)},
+		{"source ip", "127.0.9.9", a.Request("same-1", tok.Reveal(), 1)},
+		{"token", "127.0.9.1", a.Request("same-1", strings.Repeat("D", 43), 1)},
+		{"enrolled", "127.0.9.3", a3.Request("same-3", tok3.Reveal(), 0)},
+	} {
+		b, _ := json.Marshal(c.req)
+		req, _ := http.NewRequest("POST", h.url+"/enroll", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := fakeagent.Client(c.from, h.ca.Pool(), nil).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Header.Del("Date")
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := fmt.Sprintf("%s %d %v %s", resp.Proto, resp.StatusCode, resp.Header, body)
+		if first == "" {
+			first = got
+			if resp.StatusCode != 403 || string(body) != `{"error":"refused"}` {
+				t.Fatalf("refusal: %s", got)
+			}
+		}
+		if got != first {
+			t.Errorf("%s: %s, want the same answer as the others: %s", c.name, got, first)
+		}
+	}
+}
