@@ -69,7 +69,12 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 	default:
 	}
 	signal.Stop(sigs)
+	return a.watch(sup, hc, portB, b)
+}
 
+// watch heartbeats while Ray runs, reports signals and Ray's exit, and
+// returns Ray's exit code once the supervisor is done.
+func (a *agent) watch(sup *supervise.Supervisor, hc *http.Client, portB string, b *bundle.Bundle) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
