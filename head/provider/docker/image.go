@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rayvast/rayvast/internal/dockerengine"
 )
 
@@ -254,7 +256,12 @@ func buildBase(ctx context.Context, cfg ImageConfig, name string) error {
 	if err != nil {
 		return fmt.Errorf("build base image: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer func() {
+		// A debootstrap that died mid-way may leave proc or sys mounted
+		// in the rootfs: never recurse into them.
+		unmountUnder(tmp)
+		_ = os.RemoveAll(tmp)
+	}()
 	root := filepath.Join(tmp, "rootfs")
 	cfg.Log.Info("building base image (debootstrap, about a minute, once per machine)", "image", name, "suite", cfg.Suite, "mirror", cfg.Mirror)
 	var out bytes.Buffer
@@ -377,6 +384,24 @@ func fakerayTar(files []treeFile, pth string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// unmountUnder detaches every mount below dir (deepest first).
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	var under []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			under = append(under, f[1])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(under)))
+	for _, m := range under {
+		_ = unix.Unmount(m, unix.MNT_DETACH)
+	}
 }
 
 func clearDir(dir string) error {
