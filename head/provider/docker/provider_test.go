@@ -217,3 +217,20 @@ func TestNetworkAroundHeadIP(t *testing.T) {
 		t.Errorf("DNS on %s, want the head IP", p.DNSAddr())
 	}
 }
+
+// TestBuildImageDebootstrapFailure: a debootstrap that fails is reported
+// (with its output) when debootstrap was asked for explicitly.
+func TestBuildImageDebootstrapFailure(t *testing.T) {
+	eng := engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fake := t.TempDir() + "/debootstrap"
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'E: cannot reach the mirror' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := BuildImage(ctx, ImageConfig{Engine: eng, FakerayDir: "../../../test/fakeray", Base: BaseDebootstrap,
+		Debootstrap: fake, Mirror: "http://127.0.0.1:9/unreachable"})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the mirror") {
+		t.Errorf("err = %v, want debootstrap's own message", err)
+	}
+}
