@@ -74,6 +74,9 @@ type Config struct {
 	Spares        int
 	FailureWindow time.Duration
 	Every         time.Duration // tick period, default 5 s
+	// SweepEvery spaces the leak sweeps (one List call at the provider),
+	// default 30 s; at down every tick sweeps.
+	SweepEvery time.Duration
 	// DownFile, when it exists, means `head down`: end everything.
 	DownFile string
 	Now      func() time.Time
@@ -83,8 +86,9 @@ type Config struct {
 // Loop is the reconciler. Tick is not safe for concurrent use; Run calls it
 // from one goroutine.
 type Loop struct {
-	cfg    Config
-	spares map[string]bool // candidates this loop rented as spares
+	cfg       Config
+	spares    map[string]bool // candidates this loop rented as spares
+	lastSweep time.Time
 }
 
 // New returns a Loop.
@@ -102,6 +106,9 @@ func New(cfg Config) *Loop {
 	}
 	if cfg.Every <= 0 {
 		cfg.Every = 5 * time.Second
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -154,7 +161,8 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	// Rentals first, candidates second: a candidate is made before its
 	// rental, so every rental found has its candidate in the later list.
 	var rentals []provider.Rental
-	if l.cfg.Rentals != nil {
+	if now := l.cfg.Now(); l.cfg.Rentals != nil && (down || l.lastSweep.IsZero() || now.Sub(l.lastSweep) >= l.cfg.SweepEvery) {
+		l.lastSweep = now
 		var err error
 		if rentals, err = l.cfg.Rentals.List(ctx); err != nil {
 			errs = append(errs, err)

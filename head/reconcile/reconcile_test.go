@@ -243,3 +243,33 @@ func TestSpareCancelled(t *testing.T) {
 		t.Errorf("second tick ended %v created %v, want %v and nothing created", res.Ended, res.Created, want)
 	}
 }
+
+// TestSweepSpacing: the provider is listed on the first tick, then once per
+// SweepEvery, and on every tick at down.
+func TestSweepSpacing(t *testing.T) {
+	now := t0
+	rs := &countingRentals{}
+	down := filepath.Join(t.TempDir(), DownFileName)
+	l := New(Config{Cluster: &fakeCluster{}, Rentals: rs, SweepEvery: 30 * time.Second, DownFile: down, Now: func() time.Time { return now }})
+	for i := 0; i < 7; i++ { // 0 s … 30 s
+		l.Tick(context.Background())
+		now = now.Add(5 * time.Second)
+	}
+	if rs.lists != 2 {
+		t.Errorf("lists in 30 s = %d, want 2", rs.lists)
+	}
+	os.WriteFile(down, nil, 0o600)
+	l.Tick(context.Background())
+	l.Tick(context.Background())
+	if rs.lists != 4 {
+		t.Errorf("lists after 2 down ticks = %d, want 4", rs.lists)
+	}
+}
+
+type countingRentals struct{ lists int }
+
+func (c *countingRentals) List(context.Context) ([]provider.Rental, error) {
+	c.lists++
+	return nil, nil
+}
+func (c *countingRentals) Destroy(context.Context, string) error { return nil }
