@@ -95,6 +95,10 @@ func newAgent(cfg envconfig.Config, stderr io.Writer) *agent {
 func (a *agent) run() int {
 	a.log.Info("agent starting", "version", version, "instance_id", a.cfg.InstanceID, "head", a.headA.String(), "public_ip", a.cfg.PublicIP.String())
 	a.selfSum, _ = selfSHA256()
+	if a.selfSum != a.cfg.BootstrapSHA256 {
+		// bootloader.sh checked the download; an image may embed another build.
+		a.log.Warn("this agent binary is not the one RAYVAST_BOOTSTRAP_SHA256 names", "sha256", a.selfSum)
+	}
 
 	// Until Ray runs, a stop signal cancels enrollment. The channel stays
 	// registered until the supervisor has its own, so no signal is lost in

@@ -153,6 +153,9 @@ func TestRunRetriesThenRejected(t *testing.T) {
 	if strings.Contains(out.String(), testToken) {
 		t.Error("the join token was printed")
 	}
+	if !strings.Contains(out.String(), "not the one RAYVAST_BOOTSTRAP_SHA256 names") {
+		t.Error("no warning that the running binary is not the bootstrap hash")
+	}
 }
 
 // TestRunWrongCA proves a CA that does not match RAYVAST_CA_SHA256 ends

@@ -39,6 +39,10 @@ func TestAgentFlow(t *testing.T) {
 		t.Logf("BUDGET time from agent exec to ray started (agent's own measure): %s", m)
 	}
 
+	if strings.Contains(agentErr.String(), "not the one RAYVAST_BOOTSTRAP_SHA256") {
+		t.Error("the agent bootloader.sh ran is not the one the head serves")
+	}
+
 	// 6. The agent is PID 1 of its namespace, and Ray is its child.
 	agentPID := f.agentPID()
 	if ns := procStatus(agentPID, "NSpid"); !strings.HasSuffix(ns, "\t1") {
