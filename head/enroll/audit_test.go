@@ -2,12 +2,14 @@ package enroll
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
@@ -245,5 +247,39 @@ func TestRefusalsIdentical(t *testing.T) {
 		if got != first {
 			t.Errorf("%s: %s, want the same answer as the others: %s", c.name, got, first)
 		}
+	}
+}
+
+// TestConcurrentRefusalsBurst: refusals arriving at once from one IP get
+// exactly the burst of 10 answered 403; the rest are 429.
+func TestConcurrentRefusalsBurst(t *testing.T) {
+	h := newHead(t)
+	const ip, n = "127.0.10.1", 40
+	_, _, a := h.candidate(t, "burst", ip, "gpu1", fakeagent.Answer)
+	b, _ := json.Marshal(a.Request("burst", strings.Repeat("E", 43), 1))
+	cl := fakeagent.Client(ip, h.ca.Pool(), nil)
+	cl.Transport.(*http.Transport).MaxConnsPerHost = 0
+	start := make(chan struct{})
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			st, _, err := fakeagent.Post(context.Background(), cl, h.url+"/enroll", b)
+			if err != nil {
+				t.Error(err)
+			}
+			codes <- st
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(codes)
+	got := map[int]int{}
+	for c := range codes {
+		got[c]++
+	}
+	if got[403] != 10 || got[429] != n-10 {
+		t.Errorf("status counts %v, want 10 x 403 and %d x 429", got, n-10)
 	}
 }

@@ -130,11 +130,10 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	var re *registry.RefusalError
 	if errors.As(err, &re) {
 		m.Refusal("enroll", re.Reason)
-		if s.cfg.Limiter.Limited(ip) {
+		if !s.cfg.Limiter.Refuse(ip) {
 			m.Enrollment(metrics.OutcomeRateLimited)
 			return answer.Errorf(http.StatusTooManyRequests, "rate_limited", "too many refusals from this ip", re)
 		}
-		s.cfg.Limiter.Note(ip)
 		m.Enrollment(metrics.OutcomeRefused)
 		refusal := *refused
 		refusal.Reason, refusal.Cause = re.Reason, fmt.Errorf("instance %q", req.InstanceID)

@@ -67,8 +67,11 @@ func (l *Limiter) Limited(key string) bool {
 	return b.tokens == 0
 }
 
-// Note counts one refusal against key.
-func (l *Limiter) Note(key string) {
+// Refuse counts one refusal against key and reports whether it may be
+// answered normally; false means key is limited (answer 429). The check and
+// the count are one step, so refusals arriving at once from one key get
+// exactly burst normal answers.
+func (l *Limiter) Refuse(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	el, ok := l.m[key]
@@ -82,10 +85,16 @@ func (l *Limiter) Note(key string) {
 		el = l.lru.PushFront(&bucket{key: key, tokens: l.burst, last: l.now()})
 		l.m[key] = el
 	}
-	if b := el.Value.(*bucket); b.tokens > 0 {
-		b.tokens--
+	b := el.Value.(*bucket)
+	if b.tokens == 0 {
+		return false
 	}
+	b.tokens--
+	return true
 }
+
+// Note counts one refusal against key.
+func (l *Limiter) Note(key string) { l.Refuse(key) }
 
 // refill adds the tokens earned since b.last, up to burst.
 func (l *Limiter) refill(b *bucket) {

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -194,5 +195,32 @@ func TestEvictsLeastRecent(t *testing.T) {
 	}
 	if n := l.tracked(); n != 3 {
 		t.Fatalf("tracked %d, want 3", n)
+	}
+}
+
+// Refuse checks and counts in one step: of many refusals at once from one
+// key exactly burst are answered normally.
+func TestRefuseAtomic(t *testing.T) {
+	for range 20 {
+		l := New(10, time.Minute, newClock().now)
+		start := make(chan struct{})
+		var ok atomic.Int32
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() {
+				<-start
+				if l.Refuse("k") {
+					ok.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if got := ok.Load(); got != 10 {
+			t.Fatalf("%d refusals answered normally, want exactly 10", got)
+		}
+		if !l.Limited("k") {
+			t.Fatal("not limited after the burst")
+		}
 	}
 }
