@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -66,7 +68,7 @@ func newFakeHead(t *testing.T, enroll func(w http.ResponseWriter, r *http.Reques
 		}
 	}))
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
-	s.Config.ErrorLog = nil
+	s.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	h.addr = netip.MustParseAddrPort(s.Listener.Addr().String())

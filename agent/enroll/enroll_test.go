@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -66,6 +68,7 @@ func headServer(t *testing.T, ca *testCA, h http.Handler) (*httptest.Server, net
 	t.Helper()
 	s := httptest.NewUnstartedServer(h)
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "127.0.0.1")}}
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // rejected handshakes are the point of some tests
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	return s, netip.MustParseAddrPort(s.Listener.Addr().String())

@@ -123,16 +123,25 @@ func Dropped(name string) bool {
 	return false
 }
 
-// holdsSecret is true when value equals or contains a secret (a token
-// pasted into "Bearer …" is still the token). Empty secrets match nothing.
+// holdsSecret is true when value equals a secret, or contains one (a
+// token pasted into "Bearer …" is still the token). Containment is judged
+// only for secrets of minSecretLen or more: a short one would match
+// innocent values by chance. Empty secrets match nothing.
 func holdsSecret(value string, secrets []string) bool {
 	for _, s := range secrets {
-		if s != "" && strings.Contains(value, s) {
+		if s == "" {
+			continue
+		}
+		if value == s || len(s) >= minSecretLen && strings.Contains(value, s) {
 			return true
 		}
 	}
 	return false
 }
+
+// minSecretLen: every rayvast secret is 32 random bytes or more; vast's
+// API keys are 64 hex characters.
+const minSecretLen = 8
 
 func mustJSON(v any) string {
 	b, err := json.Marshal(v) // maps marshal with sorted keys: stable argv
