@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // TestExpiryUsesInjectedClock: certificate validity is judged by the head's
@@ -42,5 +44,30 @@ func TestTLSFloor(t *testing.T) {
 	conn.Close()
 	if !asked {
 		t.Error("port B did not ask for a client certificate")
+	}
+}
+
+// TestHeartbeatRayState: ray.state is one of SPEC §7's three words; anything
+// else (a node's text would reach `head status` on the operator's terminal)
+// is 400 and not recorded.
+func TestHeartbeatRayState(t *testing.T) {
+	p := newPortB(t)
+	c1, _ := p.enroll(t, "i1", "127.0.3.1")
+	for _, state := range []string{"", "Running", "\x1b]0;pwned\x07", "running "} {
+		h := hb("i1")
+		h.Ray.State = state
+		if st, body := p.post(t, "127.0.3.1", &c1, "/heartbeat", h); st != 400 {
+			t.Errorf("ray.state %q: %d %s, want 400", state, st, body)
+		}
+	}
+	if n, _ := p.reg.Node("i1"); n.LastHeartbeat != nil {
+		t.Errorf("a bad heartbeat was recorded: %+v", n.Ray)
+	}
+	for _, state := range []string{wire.RayStarting, wire.RayRunning, wire.RayExited} {
+		h := hb("i1")
+		h.Ray.State = state
+		if st, body := p.post(t, "127.0.3.1", &c1, "/heartbeat", h); st != 200 {
+			t.Errorf("ray.state %q: %d %s, want 200", state, st, body)
+		}
 	}
 }

@@ -130,6 +130,13 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if hb.InstanceID != id {
 		return s.forbidden("body_names_other_instance", nil)
 	}
+	// Only SPEC §7's words: a node's free text would reach admin lists and
+	// `head status` on the operator's terminal.
+	switch hb.Ray.State {
+	case wire.RayStarting, wire.RayRunning, wire.RayExited:
+	default:
+		return answer.Errorf(http.StatusBadRequest, "bad_request", "ray.state must be starting, running or exited", nil)
+	}
 	action, err := s.cfg.Registry.Heartbeat(hb)
 	if err != nil {
 		return s.forbidden("not_enrolled_or_ended", err)
