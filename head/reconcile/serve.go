@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -22,6 +23,9 @@ type ServeConfig struct {
 	Firewall      bool
 	FirewallTable string
 	Ports         []int
+	// EnrollTimeout and Spares as in Config (zero: the defaults).
+	EnrollTimeout time.Duration
+	Spares        int
 	Log           *slog.Logger
 }
 
@@ -39,7 +43,7 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 		}
 	}
 	c := Config{Cluster: InProcess(cfg.Admin, cfg.End), Rentals: cfg.Rentals, NodeTypes: cfg.NodeTypes,
-		DownFile: DownFile(cfg.StateDir), Log: cfg.Log}
+		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, Log: cfg.Log}
 	if fw != nil {
 		c.Firewall = fw
 	}
