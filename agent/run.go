@@ -136,9 +136,23 @@ func (a *agent) run() int {
 	return a.serve(b, sigs)
 }
 
-// enroll is SPEC §5 and §6 from the agent's side: pin the CA, check the
-// host, open the port-check listeners, POST /enroll, check the answer.
+// enroll is SPEC §5 and §6 from the agent's side: open the port-check
+// listeners, pin the CA, check the host, POST /enroll, check the answer.
+//
+// The listeners open first, before any outgoing connection: an outgoing
+// connection's ephemeral source port can be one of the 64 (vast hands out
+// ports inside Linux's ephemeral range), and then the listen would fail.
 func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
+	a.portKey = make([]byte, 32)
+	if _, err := rand.Read(a.portKey); err != nil {
+		return nil, fmt.Errorf("port key: %w", err)
+	}
+	listeners, err := portcheck.Listen("", a.cfg.Ports, a.portKey, a.log)
+	if err != nil {
+		return nil, err
+	}
+	defer listeners.Close() // success or failure: the ports go to Ray next
+
 	retry := backoff.RetryConfig{Log: a.log}
 	ca, err := backoff.Retry(ctx, retry, "fetch ca.pem", func(ctx context.Context) (*x509.Certificate, error) {
 		return enroll.FetchCA(ctx, a.headA, a.cfg.CASHA256)
@@ -154,16 +168,6 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 		return nil, fmt.Errorf("env %s: %w", wire.EnvEgressResolvers, err)
 	}
 	a.checks = hostcheck.Run(ctx, hostcheck.Config{Root: "/", PublicIP: a.cfg.PublicIP.String(), Resolvers: resolvers, Log: a.log})
-
-	a.portKey = make([]byte, 32)
-	if _, err := rand.Read(a.portKey); err != nil {
-		return nil, fmt.Errorf("port key: %w", err)
-	}
-	listeners, err := portcheck.Listen("", a.cfg.Ports, a.portKey, a.log)
-	if err != nil {
-		return nil, err
-	}
-	defer listeners.Close() // success or failure: the ports go to Ray next
 
 	req := wire.EnrollRequest{Version: wire.Version, InstanceID: a.cfg.InstanceID, JoinToken: a.cfg.JoinToken.Reveal(),
 		Checks: a.checks.Checks, GPUs: a.checks.GPUs, Ports: a.cfg.Ports, PortKey: base64.StdEncoding.EncodeToString(a.portKey)}
