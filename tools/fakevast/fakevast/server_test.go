@@ -163,3 +163,27 @@ func TestAuthAndRateLimit(t *testing.T) {
 }
 
 func jsonNum(id int64) string { b, _ := json.Marshal(id); return string(b) }
+
+// TestSearchShapes: the three documented search shapes give the same
+// answer; a bad operator is a 400 with vast's error body.
+func TestSearchShapes(t *testing.T) {
+	s := New(Config{Key: "k"})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	a := api{t, srv.URL, "k"}
+	q := `{"host_id":{"in":[1003,1005]},"order":[["dph_total","desc"]],"limit":5}`
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/api/v0/bundles/?q=" + url.QueryEscape(q), ""},
+		{"POST", "/api/v0/bundles/", q},
+		{"PUT", "/api/v0/search/asks/", `{"q":` + q + `}`},
+	} {
+		st, m := a.call(c.method, c.path, c.body)
+		offers, _ := m["offers"].([]any)
+		if st != 200 || len(offers) != 2 || offers[0].(map[string]any)["host_id"].(float64) != 1005 {
+			t.Errorf("%s %s: %d %v", c.method, c.path, st, m)
+		}
+	}
+	if st, m := a.call("POST", "/api/v0/bundles/", `{"num_gpus":{"like":1}}`); st != 400 || m["error"] != "invalid_args" {
+		t.Errorf("bad operator: %d %v", st, m)
+	}
+}
