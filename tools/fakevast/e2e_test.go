@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -274,7 +275,12 @@ func (f *flow) start() {
 	}
 	f.proc, f.done = cmd, make(chan error, 1)
 	go func() { f.done <- cmd.Wait() }()
-	f.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	f.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		// A killed head leaves its table: remove it (guards only this
+		// test's ephemeral ports, but do not leave it behind).
+		_ = firewall.Remove(context.Background(), "rayvast", nil)
+	})
 	sock := filepath.Join(f.state, "admin.sock")
 	for i := 0; i < 100; i++ {
 		if c, err := net.Dial("unix", sock); err == nil {
