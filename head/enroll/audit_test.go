@@ -8,11 +8,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
+	"github.com/rayvast/rayvast/head/ratelimit"
+	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -281,5 +288,40 @@ func TestConcurrentRefusalsBurst(t *testing.T) {
 	}
 	if got[403] != 10 || got[429] != n-10 {
 		t.Errorf("status counts %v, want 10 x 403 and %d x 429", got, n-10)
+	}
+}
+
+// TestPortCheckTarget: the port check dials the candidate's recorded public
+// IP (canonical form, whatever spelling the admin or the socket used) with
+// exactly the ports of the request, and the head's secrets never reach it.
+func TestPortCheckTarget(t *testing.T) {
+	ca, _, _ := pki.NewCA(nil, "t", time.Now())
+	reg, _ := registry.Open(registry.Config{})
+	_, tok, _ := reg.NewCandidate(wire.CandidateRequest{NodeType: "tiny", InstanceID: "pc", PublicIP: "::ffff:192.0.2.7"})
+	var gotIP string
+	var gotPorts []int
+	s := New(Config{Registry: reg, Blocklist: blocklist.New(time.Now), Limiter: ratelimit.New(10, time.Second, nil),
+		PortCheck: func(_ context.Context, ip string, ports []int, _ []byte) error {
+			gotIP, gotPorts = ip, ports
+			return nil
+		},
+		CA: ca, NodeTypes: nodeTypes, Destroy: func(string, string) { t.Error("destroyed") }})
+	ports := make([]int, 64)
+	for i := range ports {
+		ports[i] = 30000 + 3*i
+	}
+	ok := wire.Check{OK: true}
+	body, _ := json.Marshal(wire.EnrollRequest{Version: 1, InstanceID: "pc", JoinToken: tok.Reveal(), GPUs: 0, Ports: ports,
+		PortKey: base64.StdEncoding.EncodeToString(make([]byte, 32)),
+		Checks:  wire.Checks{Capabilities: ok, Netns: ok, Shm: ok, Egress: wire.EgressCheck{OK: true, IP: "192.0.2.7"}}})
+	req := httptest.NewRequest("POST", "/enroll", bytes.NewReader(body))
+	req.RemoteAddr = "[::ffff:192.0.2.7]:5555"
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if gotIP != "192.0.2.7" || !slices.Equal(gotPorts, ports) {
+		t.Errorf("port check dialled %s %v, want 192.0.2.7 and the request's ports", gotIP, gotPorts)
 	}
 }
