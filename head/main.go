@@ -4,6 +4,8 @@
 //	head init   --state DIR --ip IP [--dns NAME] [--cluster NAME]
 //	head serve  --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]
 //	head status --state DIR
+//	head down   --state DIR [--config FILE] [--provider none|docker|vast]
+//	head ray-head-cert --state DIR --ip IP --out DIR
 //	head demo   [flags]
 package main
 
@@ -24,6 +26,9 @@ commands:
   init     create a new state dir: cluster CA, head certificate, cluster token, app id and key
   serve    serve port A (enrollment), port B (heartbeats) and the admin API on STATE/admin.sock
   status   print the candidates and nodes of a running head (from STATE/admin.sock)
+  down     end the cluster: every candidate and every rental the provider lists
+  ray-head-cert
+           write the TLS files and token file the Ray head needs, print its env
   demo     try the whole flow on this machine's Docker Engine: 3 candidates, one unsafe
 
 Run "head <command> --help" for the flags of a command.
@@ -50,6 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runServe(ctx, args[1:], stderr)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
+	case "ray-head-cert":
+		return runRayHeadCert(args[1:], stdout, stderr)
+	case "down":
+		return runDown(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo.Run(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":

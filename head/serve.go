@@ -31,6 +31,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/provider/vast"
 	"github.com/rayvast/rayvast/head/ratelimit"
+	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/head/statedir"
@@ -41,6 +42,7 @@ import (
 type serveFlags struct {
 	state, config, agent, shim, bootloader string
 	listenA, listenB, provider, logLevel   string
+	firewall                               string
 }
 
 // Refusal rate limit per source IP: a burst of 10 (SPEC §6), then one more
@@ -66,8 +68,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (mutual TLS heartbeats), e.g. 203.0.113.1:8444")
 	fs.StringVar(&f.provider, "provider", "none", "none (external provider via the admin API), docker or vast")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast): on, off, or auto (on with --provider vast)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
 			"Serves port A (/bootstrap, /ca.pem, /enroll), port B (/heartbeat, /report) and\n"+
 			"the admin API on DIR/admin.sock (0600). SIGTERM: stop accepting, finish\n"+
 			"in-flight requests, exit 0. An invalid config exits 2 with the reason.\n\n")
@@ -87,6 +90,16 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	case "none", "docker", "vast":
 	default:
 		fmt.Fprintf(stderr, "head serve: --provider %q: want none, docker or vast\n", f.provider)
+		return 2
+	}
+	switch {
+	case f.firewall != "on" && f.firewall != "off" && f.firewall != "auto":
+		fmt.Fprintf(stderr, "head serve: --firewall %q: want on, off or auto\n", f.firewall)
+		return 2
+	case f.firewall == "on" && f.provider == "none":
+		// The rules follow the built-in provider's rentals; with an external
+		// provider the head does not know when a candidate starts running.
+		fmt.Fprintln(stderr, "head serve: --firewall on needs --provider docker or vast")
 		return 2
 	}
 	var level slog.Level
@@ -190,6 +203,20 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	adm := admin.New(admin.Config{Registry: reg, Blocklist: block, Rentals: driver, NodeTypes: cfg.NodeTypes, Metrics: m,
 		Log: log.With("part", "admin"),
 		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(agentSum[:]), CASHA256: st.CA.Fingerprint()}})
+
+	if prov != nil {
+		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: adm.Handler(), End: driver.End, Rentals: prov,
+			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{portA, portB},
+			Firewall: f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
+			Log:      log.With("part", "reconcile")})
+		if err != nil {
+			lnA.Close()
+			lnB.Close()
+			lnAdmin.Close()
+			return err
+		}
+		defer stopLoop()
+	}
 
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	servers := []struct {

@@ -46,22 +46,28 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "head status: %v\n", err)
 		return 1
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tREASON")
+	printStatus(stdout, cands, nodes, time.Now())
+	return 0
+}
+
+// printStatus writes the two tables; now is passed in so a test can pin ages.
+func printStatus(w io.Writer, cands []wire.Candidate, nodes []wire.Node, now time.Time) {
+	age := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tAGE\tREASON")
 	for _, x := range cands {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.CandidateID, x.NodeType, dash(x.InstanceID), dash(x.PublicIP), dash(x.HostID), x.State, dash(x.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.CandidateID, x.NodeType, dash(x.InstanceID), dash(x.PublicIP), dash(x.HostID), x.State, age(x.CreatedAt), dash(x.Reason))
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "NODE\tTYPE\tPUBLIC IP\tSTATE\tRAY\tHEALTH\tLAST HEARTBEAT")
+	fmt.Fprintln(tw, "NODE\tTYPE\tPUBLIC IP\tSTATE\tAGE\tRAY\tHEALTH\tLAST HEARTBEAT")
 	for _, n := range nodes {
 		hb := "-"
 		if n.LastHeartbeat != nil {
-			hb = time.Since(*n.LastHeartbeat).Round(time.Second).String() + " ago"
+			hb = age(*n.LastHeartbeat) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.InstanceID, n.NodeType, n.PublicIP, n.State, dash(n.Ray.State), n.Health, hb)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.InstanceID, n.NodeType, n.PublicIP, n.State, age(n.EnrolledAt), dash(n.Ray.State), n.Health, hb)
 	}
 	tw.Flush()
-	return 0
 }
 
 func dash(s string) string {

@@ -294,3 +294,26 @@ func ParseCert(pemBytes []byte) (*x509.Certificate, error) {
 	}
 	return x509.ParseCertificate(b.Bytes)
 }
+
+// IssueRayHead signs the certificate of the Ray head process, so it joins
+// the nodes' TLS setup: IP SANs {ip, 127.0.0.1}, DNS SAN localhost, EKU
+// server and client like a node's, but no instance URI, so port B can never
+// take it for a node.
+func (ca *CA) IssueRayHead(rnd io.Reader, ip netip.Addr, now time.Time) (Issued, error) {
+	if !ip.IsValid() {
+		return Issued{}, errors.New("issue ray head cert: no ip")
+	}
+	ips := []net.IP{ip.Unmap().AsSlice()}
+	if lo := netip.MustParseAddr("127.0.0.1"); ip.Unmap() != lo {
+		ips = append(ips, lo.AsSlice())
+	}
+	return ca.issue(rnd, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "ray-head"},
+		IPAddresses: ips,
+		DNSNames:    []string{"localhost"},
+		NotBefore:   now.Add(-backdate),
+		NotAfter:    now.Add(NodeLifetime),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	})
+}
