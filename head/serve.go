@@ -225,10 +225,14 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		ln   net.Listener
 	}{
 		{"port A", &http.Server{Handler: enr.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
-			WriteTimeout: 10 * time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
+			// 3 min: /bootstrap is ~9 MB to a far-away rental; longer only lets a
+			// stranger hold a connection.
+			WriteTimeout: 3 * time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
 			TLSConfig: &tls.Config{Certificates: []tls.Certificate{st.ServerCert}, MinVersion: tls.VersionTLS12}}, lnA},
 		{"port B", &http.Server{Handler: nodes.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
+			// Idle 90 s: long enough to keep a node's connection across 30 s
+			// heartbeats, short enough that idle strangers do not pile up.
+			WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
 			TLSConfig: nodeapi.TLSConfig(st.ServerCert)}, lnB},
 		{"admin", &http.Server{Handler: adm.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 			ErrorLog: errLog}, lnAdmin},
