@@ -28,6 +28,7 @@ test)
 	go test -run '^$' -fuzz '^FuzzCanonical$' -fuzztime=10s ./internal/guestauth
 	go test -run '^$' -fuzz '^FuzzVerify$' -fuzztime=10s ./internal/guestauth
 	go test -run '^$' -fuzz '^FuzzParseChallenge$' -fuzztime=10s ./internal/portcheck
+	go test -run '^$' -fuzz '^FuzzEnrollBody$' -fuzztime=10s ./head/enroll
 	;;
 *)
 	echo "usage: $0 [build|test]" >&2
