@@ -30,8 +30,17 @@ Each subcommand answers --help.
 
 func main() {
 	// Secrets leave the environment before anything else can read or
-	// inherit them (SPEC §5 step 1); only `run` uses them.
-	secrets := envconfig.TakeSecrets()
+	// inherit them (SPEC §5 step 1); only `run` uses them. When they came
+	// from the initial environment the binary re-executes itself, so that
+	// /proc/1/environ, which Ray's workers can read, no longer holds them.
+	secrets, inEnviron, err := envconfig.TakeSecrets()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agent: %v\n", err)
+	}
+	if inEnviron {
+		err := envconfig.Reexec(secrets, os.Args) // returns only on failure
+		fmt.Fprintf(os.Stderr, "agent: warning: secrets stay readable in /proc/%d/environ: %v\n", os.Getpid(), err)
+	}
 	os.Exit(dispatch(os.Args[1:], secrets, os.Stdout, os.Stderr))
 }
 

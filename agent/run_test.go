@@ -29,7 +29,9 @@ const asAgent = "RAYVAST_TEST_RUN_AS_AGENT"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asAgent) == "1" {
-		os.Unsetenv(asAgent)
+		// asAgent stays set: main re-executes the binary (secrets out of
+		// /proc/PID/environ), and the new image must be the agent again.
+		// As a RAYVAST_* name it never reaches Ray.
 		os.Args = []string{"agent"}
 		main()
 	}
@@ -132,6 +134,11 @@ func exitCode(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
 func TestRunRetriesThenRejected(t *testing.T) {
 	var h *fakeHead
 	h = newFakeHead(t, func(w http.ResponseWriter, r *http.Request) {
+		var req wire.EnrollRequest
+		if err := wire.Decode(r.Body, wire.MaxBody, &req); err != nil || req.JoinToken != testToken {
+			w.WriteHeader(http.StatusBadRequest) // the token must survive the agent's re-exec
+			return
+		}
 		if h.calls.Load() < 3 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -198,6 +205,13 @@ func TestRunSignalDuringEnrollment(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("agent never reached /enroll:\n%s", out)
+	}
+	// The join token crossed the re-exec but is gone from the kernel's copy
+	// of the agent's environment, which every same-uid process can read.
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)); err != nil {
+		t.Error(err)
+	} else if bytes.Contains(env, []byte(testToken)) {
+		t.Error("/proc/PID/environ of the enrolling agent holds the join token")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if code := exitCode(t, cmd, 10*time.Second); code != 128+int(syscall.SIGTERM) {

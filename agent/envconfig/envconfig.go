@@ -51,15 +51,26 @@ type Secrets map[string]secret.String
 
 // TakeSecrets copies every secret variable out of the process environment
 // and unsets it at once, so nothing started later (Ray, a shell) inherits it.
-func TakeSecrets() Secrets {
-	s := Secrets{}
+// inEnviron says some came from the environment the process was exec'd
+// with: the kernel still shows that block at /proc/PID/environ, so the
+// caller should Reexec. Secrets handed over by a Reexec are read from its
+// pipe; err is a failure to read them.
+func TakeSecrets() (s Secrets, inEnviron bool, err error) {
+	s = Secrets{}
+	if fd, ok := os.LookupEnv(EnvSecretsFD); ok {
+		os.Unsetenv(EnvSecretsFD)
+		if err = readHandover(fd, s); err != nil {
+			err = fmt.Errorf("secrets from re-exec: %w", err)
+		}
+	}
 	for _, name := range SecretVars {
 		if v, ok := os.LookupEnv(name); ok {
 			s[name] = secret.New(v)
 			os.Unsetenv(name)
+			inEnviron = true
 		}
 	}
-	return s
+	return s, inEnviron, err
 }
 
 // Lookup returns a lookup that answers secret names from s and all other

@@ -162,7 +162,10 @@ func TestTakeSecrets(t *testing.T) {
 	t.Setenv(wire.EnvJoinToken, token)
 	t.Setenv(wire.EnvVastAPIKey, apiKey)
 	t.Setenv(wire.EnvHead, "198.51.100.1")
-	s := TakeSecrets()
+	s, inEnviron, err := TakeSecrets()
+	if err != nil || !inEnviron {
+		t.Errorf("TakeSecrets: inEnviron %v, err %v; want true, nil", inEnviron, err)
+	}
 	for _, n := range SecretVars {
 		if _, ok := os.LookupEnv(n); ok {
 			t.Errorf("%s still in the process environment", n)

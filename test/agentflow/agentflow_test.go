@@ -67,6 +67,17 @@ func TestAgentFlow(t *testing.T) {
 
 	// 8. Ray's environment: no RAYVAST_*, no CONTAINER_API_KEY, no secret
 	// value under any name; the TLS and token settings are there.
+	// The agent's own /proc/PID/environ is readable by Ray's workers (same
+	// uid): the agent re-executed itself, so neither the join token nor
+	// CONTAINER_API_KEY is in it, under any name.
+	for _, kv := range environ(t, agentPID) {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, name := range []string{"join token", "CONTAINER_API_KEY"} {
+			if strings.Contains(v, secrets[name]) {
+				t.Errorf("agent's /proc/PID/environ holds the %s in %s", name, k)
+			}
+		}
+	}
 	rayEnv := environ(t, rayPID)
 	checkRayEnv(t, "/proc/PID/environ", rayEnv, secrets, state)
 	var recEnv []string
