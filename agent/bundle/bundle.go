@@ -46,12 +46,20 @@ type Shim struct {
 	Content []byte
 }
 
-// HeartbeatInterval is the head's interval, or the default.
+// maxHeartbeatInterval caps the head's interval (heartbeat.MaxInterval):
+// seconds are compared before multiplying, which could overflow.
+const maxHeartbeatInterval = time.Hour
+
+// HeartbeatInterval is the head's interval (at most an hour), or the default.
 func (b *Bundle) HeartbeatInterval() time.Duration {
-	if b.Heartbeat.IntervalS <= 0 {
+	s := b.Heartbeat.IntervalS
+	switch {
+	case s <= 0:
 		return DefaultHeartbeatInterval
+	case s > int(maxHeartbeatInterval/time.Second):
+		return maxHeartbeatInterval
 	}
-	return time.Duration(b.Heartbeat.IntervalS) * time.Second
+	return time.Duration(s) * time.Second
 }
 
 // shimName is one plain file name: no path, no leading dot.

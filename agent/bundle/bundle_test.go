@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rayvast/rayvast/agent/internal/enrolltest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -139,6 +140,21 @@ func TestWrite(t *testing.T) {
 	for _, e := range entries {
 		if strings.Contains(e.Name(), ".tmp") {
 			t.Errorf("temp file left behind: %s", e.Name())
+		}
+	}
+}
+
+// TestHeartbeatIntervalBounded proves a head's interval_s never becomes a
+// negative (overflowed) or decades-long Duration.
+func TestHeartbeatIntervalBounded(t *testing.T) {
+	for _, tc := range []struct {
+		s    int
+		want time.Duration
+	}{{0, DefaultHeartbeatInterval}, {-1, DefaultHeartbeatInterval}, {30, 30 * time.Second},
+		{3600, time.Hour}, {1_000_000_000, time.Hour}, {10_000_000_000, time.Hour}} {
+		b := &Bundle{Heartbeat: wire.HeartbeatParams{IntervalS: tc.s}}
+		if got := b.HeartbeatInterval(); got != tc.want {
+			t.Errorf("interval_s %d: got %v, want %v", tc.s, got, tc.want)
 		}
 	}
 }

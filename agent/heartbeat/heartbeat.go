@@ -20,6 +20,14 @@ import (
 // Jitter spreads heartbeats so nodes started together don't beat in step.
 const Jitter = 0.1
 
+// The bounds of a heartbeat interval, whatever the head or config says: a
+// head answering interval_s 0 or 10^10 must make the node neither spin
+// nor fall silent for years.
+const (
+	MinInterval = time.Second
+	MaxInterval = time.Hour
+)
+
 // Config is one node's heartbeat loop.
 type Config struct {
 	Client      *http.Client // mutual TLS: the node cert, the pinned CA
@@ -54,6 +62,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
+	interval = clamp(interval)
 	retry := backoff.Policy{Base: time.Second, Jitter: Jitter, Rand: cfg.Rand}
 	// wake ends a wait early when Final closes.
 	wake, cancelWake := context.WithCancel(ctx)
@@ -98,8 +107,8 @@ func Run(ctx context.Context, cfg Config) error {
 				cfg.Log.Info("heartbeat back", "seq", seq, "after_failures", failures)
 			}
 			failures = 0
-			if reply.IntervalS > 0 && time.Duration(reply.IntervalS)*time.Second != interval {
-				interval = time.Duration(reply.IntervalS) * time.Second
+			if d, ok := IntervalOf(reply.IntervalS); ok && d != interval {
+				interval = d
 				wait = backoff.Jitter(interval, Jitter, cfg.Rand)
 			}
 			cfg.Log.Debug("heartbeat", "seq", seq, "ray", hb.Ray.State, "action", reply.Action)
@@ -118,6 +127,23 @@ func Run(ctx context.Context, cfg Config) error {
 			final = true // Final closed: one more beat, at once
 		}
 	}
+}
+
+// IntervalOf is a head's interval_s as a Duration within [MinInterval,
+// MaxInterval]; ok is false for 0 or less (the head names none). Seconds
+// are compared before multiplying: 10^10 s would overflow into a negative.
+func IntervalOf(seconds int) (d time.Duration, ok bool) {
+	if seconds <= 0 {
+		return 0, false
+	}
+	if seconds > int(MaxInterval/time.Second) {
+		return MaxInterval, true
+	}
+	return clamp(time.Duration(seconds) * time.Second), true
+}
+
+func clamp(d time.Duration) time.Duration {
+	return min(max(d, MinInterval), MaxInterval)
 }
 
 // Send posts one heartbeat and decodes the reply strictly.

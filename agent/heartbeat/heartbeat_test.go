@@ -231,3 +231,50 @@ func TestRunFinal(t *testing.T) {
 		t.Fatalf("beats = %+v, want a last one with exit code 7", f.beats)
 	}
 }
+
+// TestRunIntervalBounded proves a head's interval_s cannot make the loop
+// spin (0, negative, or so large that seconds overflow a Duration into a
+// negative wait) or stall for years (10^9 s): every wait stays within
+// [MinInterval, MaxInterval] ±10%, on success and on failure.
+func TestRunIntervalBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		config   time.Duration
+		interval int
+	}{
+		{"zero", 30 * time.Second, 0},
+		{"negative", 30 * time.Second, -5},
+		{"half a second from config", 500 * time.Millisecond, 0},
+		{"a billion seconds", 30 * time.Second, 1_000_000_000},
+		{"overflows a Duration", 30 * time.Second, 10_000_000_000},
+		{"max int", 30 * time.Second, int(^uint(0) >> 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakePortB{answer: func(seq int64) (int, wire.HeartbeatReply) {
+				if seq >= 3 {
+					return 503, wire.HeartbeatReply{}
+				}
+				return 200, wire.HeartbeatReply{IntervalS: tc.interval, Action: wire.ActionNone}
+			}}
+			hc, url := setup(t, f)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var waits []time.Duration
+			Run(ctx, Config{Client: hc, BaseURL: url, InstanceID: "inst-1", Interval: tc.config,
+				Status: func() wire.RayStatus { return wire.RayStatus{State: wire.RayRunning} },
+				Sleep: func(ctx context.Context, d time.Duration) error {
+					waits = append(waits, d)
+					if len(waits) == 8 {
+						cancel()
+						return ctx.Err()
+					}
+					return nil
+				}})
+			for i, d := range waits {
+				if d < MinInterval*9/10 || d > MaxInterval*11/10 {
+					t.Errorf("wait %d = %v, want within [%v, %v] ±10%% (waits %v)", i, d, MinInterval, MaxInterval, waits)
+				}
+			}
+		})
+	}
+}
