@@ -44,14 +44,12 @@ type info struct {
 	Heartbeat  wire.HeartbeatParams `json:"heartbeat"`
 }
 
-// Write puts b into dir (created 0700, or tightened to 0700), each file
-// written atomically. Keys and tokens are 0600.
+// Write puts b into dir (created 0700, or tightened to 0700; refused when
+// it is a symlink or another user's), each file written atomically. Keys
+// and tokens are 0600.
 func Write(dir string, b *Bundle, sw Switches) (Paths, error) {
 	p := PathsIn(dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return p, fmt.Errorf("write bundle: %w", err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := privateDir(dir); err != nil {
 		return p, fmt.Errorf("write bundle: %w", err)
 	}
 	app := wire.AppFile{AppID: b.AppID, AppRootKey: base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()),
@@ -90,7 +88,7 @@ func Write(dir string, b *Bundle, sw Switches) (Paths, error) {
 		p.ShimDir = ""
 		return p, nil
 	}
-	if err := os.MkdirAll(p.ShimDir, 0o700); err != nil {
+	if err := privateDir(p.ShimDir); err != nil {
 		return p, fmt.Errorf("write bundle: %w", err)
 	}
 	if err := WriteFileAtomic(filepath.Join(p.ShimDir, b.Shim.Name), b.Shim.Content, 0o644); err != nil {
