@@ -113,6 +113,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// MaxConns bounds the connections one remote listener serves at once
+// (see limitListener); each costs tens of KiB until its timeouts end it.
+const MaxConns = 256
+
 // newHTTPServer bounds slow clients: anyone who can route to the node can
 // connect.
 func (s *Server) newHTTPServer(local bool) *http.Server {
@@ -135,6 +139,7 @@ func (s *Server) newHTTPServer(local bool) *http.Server {
 // it serves HTTPS with the node cert (it wraps l itself); without, plain
 // HTTP. vsock listeners (ListenVsock) are served the same way.
 func (s *Server) ServeTCP(l net.Listener) error {
+	l = newLimitListener(l, MaxConns)
 	if s.id != nil {
 		l = tls.NewListener(l, s.id.tlsConfig())
 	}
