@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/pki"
@@ -162,7 +163,7 @@ func TestHeadBinary(t *testing.T) {
 	}
 
 	p := startServe(t, bin, args, logPath)
-	adm := AdminClient(filepath.Join(state, statedir.AdminSocket))
+	adm := adminclient.Unix(filepath.Join(state, statedir.AdminSocket), 30*time.Second).HTTP
 	waitAdmin(t, adm, p)
 	if fi, err := os.Stat(filepath.Join(state, statedir.AdminSocket)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("admin.sock mode %v %v, want 0600", fi.Mode().Perm(), err)

@@ -2,17 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -35,14 +34,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return 2
 	}
-	c := AdminClient(filepath.Join(*state, statedir.AdminSocket))
+	c := adminclient.Unix(filepath.Join(*state, statedir.AdminSocket), 30*time.Second)
 	var cands []wire.Candidate
 	var nodes []wire.Node
-	if err := getJSON(ctx, c, "/v1/candidates", &cands); err != nil {
+	if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err != nil {
 		fmt.Fprintf(stderr, "head status: %v\n", err)
 		return 1
 	}
-	if err := getJSON(ctx, c, "/v1/nodes", &nodes); err != nil {
+	if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
 		fmt.Fprintf(stderr, "head status: %v\n", err)
 		return 1
 	}
@@ -75,30 +74,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// AdminClient is an HTTP client that talks to the admin socket; request
-// URLs use the host "head".
-func AdminClient(socket string) *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		},
-	}}
-}
-
-func getJSON(ctx context.Context, c *http.Client, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://head"+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return fmt.Errorf("admin socket: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }

@@ -4,61 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // adminClient speaks the head's admin API on STATE/admin.sock (SPEC §8).
 type adminClient struct {
-	http *http.Client
+	c *adminclient.Client
 }
 
 func newAdminClient(socket string) *adminClient {
-	d := &net.Dialer{Timeout: 2 * time.Second}
-	return &adminClient{http: &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", socket)
-		}},
-	}}
-}
-
-func (a *adminClient) do(ctx context.Context, method, path string, in, out any, want int) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://admin"+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("admin %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if resp.StatusCode != want {
-		return fmt.Errorf("admin %s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("admin %s %s: decode: %w", method, path, err)
-		}
-	}
-	return nil
+	return &adminClient{c: adminclient.Unix(socket, 10*time.Second)}
 }
 
 // createCandidate asks the head for a candidate; with the docker provider
@@ -66,7 +25,7 @@ func (a *adminClient) do(ctx context.Context, method, path string, in, out any, 
 // kept: the demo has no use for it.
 func (a *adminClient) createCandidate(ctx context.Context, nodeType string) (string, error) {
 	var out wire.CandidateCreated
-	if err := a.do(ctx, http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: nodeType}, &out, http.StatusCreated); err != nil {
+	if err := a.c.Do(ctx, http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: nodeType}, &out, http.StatusCreated); err != nil {
 		return "", err
 	}
 	return out.CandidateID, nil
@@ -90,7 +49,7 @@ func (a *adminClient) blocklist(ctx context.Context) ([]wire.BlockEntry, error) 
 // list GETs a list, as a bare JSON array or an object wrapping one.
 func (a *adminClient) list(ctx context.Context, path string, out any) error {
 	var raw json.RawMessage
-	if err := a.do(ctx, http.MethodGet, path, nil, &raw, http.StatusOK); err != nil {
+	if err := a.c.Do(ctx, http.MethodGet, path, nil, &raw, http.StatusOK); err != nil {
 		return err
 	}
 	return decodeList(raw, out)

@@ -1,0 +1,86 @@
+// Package adminclient speaks the head's admin API (SPEC §8) for the head's
+// own commands (status, down, demo) and its reconcile loop: over the Unix
+// socket STATE/admin.sock, or in-process on the admin handler.
+package adminclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"time"
+)
+
+// maxAnswer bounds what is read of one answer: lists of many candidates.
+const maxAnswer = 16 << 20
+
+// Client is an admin API client. Request URLs use the host "admin".
+type Client struct {
+	HTTP *http.Client
+}
+
+// Unix talks to the admin socket at path.
+func Unix(path string, timeout time.Duration) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		d := net.Dialer{Timeout: 2 * time.Second}
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Client{HTTP: &http.Client{Transport: tr, Timeout: timeout}}
+}
+
+// Handler calls the admin handler in-process: the same code path as the
+// socket without a round trip.
+func Handler(h http.Handler) *Client {
+	return &Client{HTTP: &http.Client{Transport: handlerTransport{h}}}
+}
+
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// Do sends in (if not nil) as JSON, wants status want, and decodes the
+// answer into out (if not nil). Errors carry the head's answer, which never
+// holds a secret (the one answer that does, POST /v1/candidates, is 201).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any, want int) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://admin"+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("admin %s %s: read: %w", method, path, err)
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("admin %s %s: HTTP %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("admin %s %s: decode: %w", method, path, err)
+		}
+	}
+	return nil
+}
