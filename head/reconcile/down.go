@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"github.com/rayvast/rayvast/internal/ctxsleep"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -91,7 +93,7 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 		if liveLeft == 0 {
 			break
 		}
-		if err := sleep(ctx, cfg.Poll); err != nil {
+		if err := ctxsleep.Sleep(ctx, cfg.Poll); err != nil {
 			return rep, fmt.Errorf("head down: candidates still live: %w", err)
 		}
 		if cands, err = cfg.Admin.Candidates(ctx); err != nil {
@@ -114,7 +116,7 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 				}
 				rep.Destroyed = appendOnce(rep.Destroyed, r.InstanceID)
 			}
-			if err := sleep(ctx, cfg.Poll); err != nil {
+			if err := ctxsleep.Sleep(ctx, cfg.Poll); err != nil {
 				return rep, fmt.Errorf("head down: rentals still listed: %w", err)
 			}
 		}
@@ -142,15 +144,4 @@ func appendOnce(s []string, v string) []string {
 		}
 	}
 	return append(s, v)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

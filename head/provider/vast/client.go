@@ -4,6 +4,8 @@
 package vast
 
 import (
+	"github.com/rayvast/rayvast/internal/ctxsleep"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -87,7 +89,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+		cfg.Sleep = ctxsleep.Sleep
 	}
 	if cfg.Retries <= 0 {
 		cfg.Retries = 6
@@ -99,17 +101,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.MaxBackoff = 30 * time.Second
 	}
 	return &Client{cfg: cfg, base: u}, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // retryPolicy says which failures a call may repeat. Reads and destroys are
