@@ -1,8 +1,6 @@
 package reconcile
 
 import (
-	"github.com/rayvast/rayvast/internal/ctxsleep"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/ctxsleep"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 

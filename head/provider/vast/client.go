@@ -4,8 +4,6 @@
 package vast
 
 import (
-	"github.com/rayvast/rayvast/internal/ctxsleep"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/ctxsleep"
 	"github.com/rayvast/rayvast/internal/secret"
 )
 
