@@ -14,6 +14,7 @@ build() {
 	go build "${flags[@]}" -o "$out/head" ./head
 	go build "${flags[@]}" -o "$out/agent" ./agent
 	go build "${flags[@]}" -o "$out/guesttoken" ./tools/guesttoken
+	go build "${flags[@]}" -o "$out/fakevast" ./tools/fakevast
 	echo "agent sha256: $(sha256sum "$out/agent" | cut -d' ' -f1)"
 }
 
