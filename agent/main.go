@@ -41,6 +41,10 @@ func main() {
 		err := envconfig.Reexec(secrets, os.Args) // returns only on failure
 		fmt.Fprintf(os.Stderr, "agent: warning: secrets stay readable in /proc/%d/environ: %v\n", os.Getpid(), err)
 	}
+	// Ray's workers run as our uid: keep them out of our memory too.
+	if err := envconfig.Undumpable(); err != nil {
+		fmt.Fprintf(os.Stderr, "agent: warning: %v\n", err)
+	}
 	os.Exit(dispatch(os.Args[1:], secrets, os.Stdout, os.Stderr))
 }
 

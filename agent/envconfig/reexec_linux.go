@@ -74,3 +74,16 @@ func readHandover(fdText string, s Secrets) error {
 	}
 	return decodeHandover(b, s)
 }
+
+// Undumpable makes the process non-dumpable (prctl PR_SET_DUMPABLE 0): a
+// process of the same uid without CAP_SYS_PTRACE, such as a Ray worker, can
+// then neither ptrace the agent nor open its /proc/PID/mem or environ. The
+// agent holds CONTAINER_API_KEY and the app root key in memory for as long
+// as it runs. Ray itself is not affected: execve makes it dumpable again.
+// Call it after Reexec, which resets the flag.
+func Undumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_DUMPABLE: %w", err)
+	}
+	return nil
+}

@@ -3,9 +3,12 @@ package envconfig
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rayvast/rayvast/internal/secret"
@@ -16,9 +19,26 @@ import (
 // take the secrets, hide them (re-exec), then report what it holds.
 const asReexecChild = "ENVCONFIG_TEST_REEXEC_CHILD"
 
+// asReader makes the test binary try to read one file and say how it went.
+const asReader = "ENVCONFIG_TEST_READ"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(asReexecChild) == "1" {
 		reexecChild()
+	}
+	if path := os.Getenv(asReader); path != "" {
+		// Opening /proc/PID/mem is the access check (reading offset 0 fails
+		// anyway); environ is checked again when read.
+		f, err := os.Open(path)
+		if err == nil && strings.HasSuffix(path, "environ") {
+			_, err = io.ReadAll(f)
+		}
+		if err != nil {
+			fmt.Println("denied")
+		} else {
+			fmt.Println("read")
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -37,6 +57,10 @@ func reexecChild() {
 			fmt.Println("reexec error:", err)
 			os.Exit(4)
 		}
+	}
+	if err := Undumpable(); err != nil {
+		fmt.Println("undumpable error:", err)
+		os.Exit(5)
 	}
 	_, stillSet := os.LookupEnv(wire.EnvJoinToken)
 	fmt.Printf("pid=%d token=%v key=%v env_has_token=%v\n", os.Getpid(),
@@ -119,3 +143,56 @@ func TestHandoverFormat(t *testing.T) {
 }
 
 func secretOf(v string) secret.String { return secret.New(v) }
+
+// TestUndumpableKeepsSameUIDOut proves that a process of the agent's own uid
+// (a Ray worker) cannot read the agent's /proc/PID/environ or memory once
+// the agent made itself undumpable. Root-only: both run as uid 65534.
+func TestUndumpableKeepsSameUIDOut(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to run processes as another uid (CI=true)")
+		}
+		t.Skip("SKIPPED: needs root to run processes as uid 65534")
+	}
+	// A copy of the test binary that uid 65534 may execute.
+	dir, err := os.MkdirTemp("", "envconfig-undumpable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "envconfig.test")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, self, 0o755); err != nil || os.Chmod(dir, 0o755) != nil {
+		t.Fatal(err)
+	}
+	nobody := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+
+	agent := exec.Command(bin, "-test.run=^$")
+	agent.Env = []string{asReexecChild + "=1", wire.EnvJoinToken + "=" + token, wire.EnvVastAPIKey + "=" + apiKey}
+	agent.SysProcAttr = nobody
+	stdin, _ := agent.StdinPipe()
+	stdout, _ := agent.StdoutPipe()
+	agent.Stderr = os.Stderr
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); agent.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.Contains(line, "token=true") {
+		t.Fatalf("agent stand-in said %q: %v", line, err)
+	}
+	for _, f := range []string{"environ", "mem"} {
+		reader := exec.Command(bin, "-test.run=^$")
+		reader.Env = []string{fmt.Sprintf("%s=/proc/%d/%s", asReader, agent.Process.Pid, f)}
+		reader.SysProcAttr = nobody
+		out, err := reader.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(out)); got != "denied" {
+			t.Errorf("a same-uid process reading the agent's /proc/PID/%s: %s, want denied", f, got)
+		}
+	}
+}
