@@ -39,7 +39,13 @@ func Reexec(s Secrets, argv []string) error {
 		err = io.ErrShortWrite
 	}
 	if err == nil {
-		_, err = unix.FcntlInt(uintptr(r), unix.F_SETFD, 0) // keep r across exec
+		// A copy at 3 or above without close-on-exec: it survives the exec,
+		// and is never stdio (fd 0 is free when we were started without it).
+		var kept int
+		if kept, err = unix.FcntlInt(uintptr(r), unix.F_DUPFD, 3); err == nil {
+			unix.Close(r)
+			r = kept
+		}
 	}
 	if err != nil {
 		unix.Close(r)

@@ -23,8 +23,8 @@ const asReexecChild = "ENVCONFIG_TEST_REEXEC_CHILD"
 const asReader = "ENVCONFIG_TEST_READ"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asReexecChild) == "1" {
-		reexecChild()
+	if mode := os.Getenv(asReexecChild); mode != "" {
+		reexecChild(mode)
 	}
 	if path := os.Getenv(asReader); path != "" {
 		// Opening /proc/PID/mem is the access check (reading offset 0 fails
@@ -46,11 +46,16 @@ func TestMain(m *testing.M) {
 // reexecChild is main()'s opening in miniature. After the re-exec it prints
 // whether both secrets arrived, then waits for stdin to close so the parent
 // can read its /proc/PID/environ while it lives.
-func reexecChild() {
+// Mode "closed-stdin" starts without fd 0, so the handover pipe could get
+// it, and exits at once after reporting.
+func reexecChild(mode string) {
 	s, inEnviron, err := TakeSecrets()
 	if err != nil {
 		fmt.Println("take error:", err)
 		os.Exit(3)
+	}
+	if inEnviron && mode == "closed-stdin" {
+		syscall.Close(0)
 	}
 	if inEnviron {
 		if err := Reexec(s, os.Args); err != nil {
@@ -65,6 +70,9 @@ func reexecChild() {
 	_, stillSet := os.LookupEnv(wire.EnvJoinToken)
 	fmt.Printf("pid=%d token=%v key=%v env_has_token=%v\n", os.Getpid(),
 		s[wire.EnvJoinToken].Reveal() == token, s[wire.EnvVastAPIKey].Reveal() == apiKey, stillSet)
+	if mode == "closed-stdin" {
+		os.Exit(0)
+	}
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	os.Exit(0)
 }
@@ -114,6 +122,22 @@ func TestReexecHidesSecretsFromProcEnviron(t *testing.T) {
 	}
 	if !strings.Contains(string(environ), "ENVCONFIG_TEST_PLAIN=kept") {
 		t.Errorf("/proc/PID/environ lost an ordinary variable")
+	}
+}
+
+// TestReexecWithoutStdin proves the secrets cross the re-exec even when the
+// process started with fd 0 closed and the pipe's read end took it.
+func TestReexecWithoutStdin(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), asReexecChild+"=closed-stdin",
+		wire.EnvJoinToken+"="+token, wire.EnvVastAPIKey+"="+apiKey)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "token=true key=true env_has_token=false") {
+		t.Errorf("child reported %q, want both secrets", out)
 	}
 }
 
