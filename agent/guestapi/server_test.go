@@ -3,6 +3,7 @@ package guestapi
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -189,5 +190,26 @@ func TestNewRefuses(t *testing.T) {
 		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: got %v, want an error saying %q", c.name, err, c.says)
 		}
+	}
+}
+
+// TestRefusalsDoNotFloodTheLog proves a stranger's requests cannot write to
+// the agent's log at its level (Info): the log goes to the container's
+// public log and to /logs/agent, where a flood of refusals would push out
+// everything else. Reasons stay available at Debug.
+func TestRefusalsDoNotFloodTheLog(t *testing.T) {
+	var info logBuf
+	r := start(t, func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&info, nil)) })
+	bad := token(t, "guest:version")
+	bad = bad[:len(bad)-4] + "AAAA"
+	for _, tok := range []string{bad, "junk", ""} {
+		for _, path := range []string{"/prpc/Version", "/nowhere", "/prpc/Worker.GetKey"} {
+			if code, _, _ := r.raw(t, "GET", path, tok); code != 401 {
+				t.Errorf("GET %s: %d, want 401", path, code)
+			}
+		}
+	}
+	if s := info.String(); s != "" {
+		t.Errorf("refused requests were logged at Info:\n%s", s)
 	}
 }
