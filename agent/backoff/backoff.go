@@ -7,6 +7,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/ctxsleep"
 )
 
 // Policy is an exponential backoff: Base·2^attempt capped at Max, then
@@ -38,16 +40,7 @@ func Jitter(d time.Duration, frac float64, rnd func() float64) time.Duration {
 }
 
 // SleepFunc waits d or until ctx ends (then it returns ctx.Err()).
-type SleepFunc func(ctx context.Context, d time.Duration) error
+type SleepFunc = ctxsleep.Func
 
 // Sleep is the real SleepFunc.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func Sleep(ctx context.Context, d time.Duration) error { return ctxsleep.Sleep(ctx, d) }
