@@ -73,7 +73,13 @@ type Config struct {
 	// FailureWindow (defaults 1 and 30 min; Spares -1 = none).
 	Spares        int
 	FailureWindow time.Duration
-	Every         time.Duration // tick period, default 5 s
+	// MaxFailures bounds the failed candidates of one node type within
+	// FailureWindow (default 10; -1 = no bound): past it the loop rents
+	// nothing more of that type until failures age out of the window, so a
+	// systematic failure (a wrong image, a broken account) cannot rent
+	// paid instances forever.
+	MaxFailures int
+	Every       time.Duration // tick period, default 5 s
 	// SweepEvery spaces the leak sweeps (one List call at the provider),
 	// default 30 s; at down every tick sweeps.
 	SweepEvery time.Duration
@@ -88,6 +94,7 @@ type Config struct {
 type Loop struct {
 	cfg       Config
 	spares    map[string]bool // candidates this loop rented as spares
+	paused    map[string]bool // node types not rented: too many failures
 	lastSweep time.Time
 }
 
@@ -104,6 +111,9 @@ func New(cfg Config) *Loop {
 	if cfg.FailureWindow <= 0 {
 		cfg.FailureWindow = 30 * time.Minute
 	}
+	if cfg.MaxFailures == 0 {
+		cfg.MaxFailures = 10
+	}
 	if cfg.Every <= 0 {
 		cfg.Every = 5 * time.Second
 	}
@@ -116,7 +126,7 @@ func New(cfg Config) *Loop {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{cfg: cfg, spares: map[string]bool{}}
+	return &Loop{cfg: cfg, spares: map[string]bool{}, paused: map[string]bool{}}
 }
 
 // Run ticks until ctx ends. A stale down marker of an earlier `head down` is
@@ -259,6 +269,9 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 					end(c, ReasonSpareUnneeded)
 				}
 			}
+			if l.pause(n, t.failed) {
+				want = 0 // in-flight candidates are kept: one may be the one that works
+			}
 			for i := len(t.inflight); i < want; i++ {
 				c, err := l.cfg.Cluster.Create(ctx, n)
 				if err != nil {
@@ -284,9 +297,12 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		}
 	}
 
-	// Leaks: a rental whose candidate is not live. Down: every rental.
+	// Leaks: a rental whose candidate is not live, or a second rental of a
+	// live candidate whose instance is recorded (a create the provider ran
+	// twice). A rental of a candidate not yet patched with its instance ID
+	// (Rent just returned) is kept. Down: every rental.
 	for _, r := range rentals {
-		if _, ok := live[r.CandidateID]; ok && !down {
+		if c, ok := live[r.CandidateID]; ok && !down && (c.InstanceID == "" || c.InstanceID == r.InstanceID) {
 			continue
 		}
 		if err := l.cfg.Rentals.Destroy(ctx, r.InstanceID); err != nil {
@@ -313,6 +329,25 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		res.Allowed = ips
 	}
 	return res, errors.Join(errs...)
+}
+
+// pause reports whether renting of node type n is paused for failed
+// failures within the window, and logs when a pause starts or ends.
+func (l *Loop) pause(n string, failed int) bool {
+	stop := l.cfg.MaxFailures > 0 && failed >= l.cfg.MaxFailures
+	switch {
+	case stop && !l.paused[n]:
+		l.cfg.Log.Warn("reconcile: renting paused: too many failed candidates; check the image, the account and the node type, or wait for the window to pass",
+			"node_type", n, "failures", failed, "max_failures", l.cfg.MaxFailures, "window", l.cfg.FailureWindow.String())
+	case !stop && l.paused[n]:
+		l.cfg.Log.Info("reconcile: renting resumed", "node_type", n, "failures", failed, "max_failures", l.cfg.MaxFailures)
+	}
+	if stop {
+		l.paused[n] = true
+	} else {
+		delete(l.paused, n)
+	}
+	return stop
 }
 
 func exists(path string) bool {
