@@ -104,8 +104,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 // retryPolicy says which failures a call may repeat. Reads and destroys are
 // idempotent; a create is repeated only when vast surely did not act on it
-// (429, or a gateway error in front of it), never after a 500 or a broken
-// connection, which might have rented an instance (List finds it by label).
+// (429, 503), never after a 500, 502, 504 or a broken connection, which
+// might have rented an instance (List finds it by label).
 type retryPolicy int
 
 const (
@@ -117,10 +117,14 @@ func (p retryPolicy) retry(status int, transportErr bool) bool {
 	switch {
 	case status == http.StatusTooManyRequests:
 		return true
-	case status == http.StatusBadGateway, status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout:
-		return true
+	case status == http.StatusServiceUnavailable:
+		return true // refused in front of the API: nothing acted on it
 	case p == notIdempotent:
+		// 502 and 504 may come after the API rented (the gateway lost or
+		// timed out waiting for the answer): a repeat could rent twice.
 		return false
+	case status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
+		return true
 	case transportErr, status >= 500:
 		return true
 	}

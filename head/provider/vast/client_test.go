@@ -91,6 +91,9 @@ func TestRetries(t *testing.T) {
 		{"404 surfaced", []int{404}, false, 1, "HTTP 404", nil},
 		{"create 429 retried", []int{429, 200}, true, 2, "", []time.Duration{time.Second}},
 		{"create 503 retried", []int{503, 200}, true, 2, "", []time.Duration{time.Second}},
+		// A gateway that timed out or lost the answer may have let the create through.
+		{"create 502 not retried", []int{502, 200}, true, 1, "HTTP 502", nil},
+		{"create 504 not retried", []int{504, 200}, true, 1, "HTTP 504", nil},
 		{"create 500 not retried", []int{500}, true, 1, "HTTP 500", nil},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sort"
 	"strconv"
@@ -286,17 +287,24 @@ func parseID(instanceID string) (int64, error) {
 // rental maps an instance of ours to a Rental; ok false when not ours.
 func (p *Provider) rental(in Instance) (provider.Rental, bool) {
 	label := in.LabelText()
-	if !strings.HasPrefix(label, p.prefix) {
+	cand, ok := strings.CutPrefix(label, p.prefix)
+	// The rest must be one candidate ID: cluster "a" must not take the
+	// rentals of cluster "a:b" (label "rayvast:a:b:c-…") for its own.
+	if !ok || !wire.ValidInstanceID(cand) || in.ID <= 0 {
 		return provider.Rental{}, false
 	}
 	p.seen(in.HostID, in.MachineID)
-	r := provider.Rental{CandidateID: strings.TrimPrefix(label, p.prefix), InstanceID: strconv.FormatInt(in.ID, 10),
-		Running: in.Status() == "running" && in.PublicIPAddr != ""}
-	if in.HostID != 0 {
+	r := provider.Rental{CandidateID: cand, InstanceID: strconv.FormatInt(in.ID, 10)}
+	if in.HostID > 0 {
 		r.HostID = strconv.FormatInt(in.HostID, 10)
 	}
-	if r.Running {
-		r.PublicIP = strings.TrimSpace(in.PublicIPAddr)
+	if in.Status() == "running" && in.PublicIPAddr != "" {
+		ip, err := netip.ParseAddr(strings.TrimSpace(in.PublicIPAddr))
+		if err != nil {
+			p.log.Warn("vast: instance's public_ipaddr is not an IP; not running yet", "instance", r.InstanceID, "public_ipaddr", strconv.QuoteToASCII(cut(in.PublicIPAddr, 64)))
+			return r, true
+		}
+		r.PublicIP, r.Running = ip.Unmap().WithZone("").String(), true
 	}
 	return r, true
 }
@@ -315,7 +323,7 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental,
 		return provider.Rental{}, fmt.Errorf("vast get %s: %w", instanceID, err)
 	}
 	r, ok := p.rental(in)
-	if !ok {
+	if !ok || in.ID != id {
 		return provider.Rental{}, provider.ErrGone // not this cluster's
 	}
 	return r, nil
