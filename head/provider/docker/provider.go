@@ -29,6 +29,7 @@ import (
 const (
 	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // candidate image; default: built from test/fakeray
 	EnvUnsafeNodeTypes = "RAYVAST_DOCKER_UNSAFE_NODE_TYPES" // node types rented with NET_RAW kept (demo)
+	EnvMemoryMB        = "RAYVAST_DOCKER_MEMORY_MB"         // memory limit of each candidate; default none
 )
 
 // The 64 ports of every candidate (inside = outside: on a bridge each
@@ -44,6 +45,10 @@ const (
 // ShmSize is the private /dev/shm of each candidate.
 const ShmSize = 64 << 20
 
+// DefaultPidsLimit bounds the processes of one candidate: Ray starts a few
+// dozen per node; thousands are a fork bomb.
+const DefaultPidsLimit = 4096
+
 // stateFile keeps the DNS responder's port across head restarts: a
 // candidate's env names it, and env is fixed at create time.
 const stateFile = "docker-provider.json"
@@ -58,7 +63,14 @@ type Config struct {
 	Image    string // required
 	// UnsafeNodeTypes are rented with NET_RAW kept, like RentRequest.Unsafe.
 	UnsafeNodeTypes []string
-	Log             *slog.Logger
+	// PidsLimit bounds each candidate's processes (default
+	// DefaultPidsLimit; -1 = no limit): a candidate's image is not trusted
+	// to leave the head's machine able to fork.
+	PidsLimit int64
+	// MemoryBytes bounds each candidate's memory (0 = no limit: Ray sizes
+	// its object store from what it sees). From RAYVAST_DOCKER_MEMORY_MB.
+	MemoryBytes int64
+	Log         *slog.Logger
 }
 
 // Provider rents containers on the local Docker Engine.
@@ -91,6 +103,13 @@ func New(opts provider.Options) (provider.Provider, error) {
 			cfg.UnsafeNodeTypes = append(cfg.UnsafeNodeTypes, t)
 		}
 	}
+	if v := os.Getenv(EnvMemoryMB); v != "" {
+		mb, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || mb < 6 || mb > 1<<30 {
+			return nil, fmt.Errorf("docker provider: %s=%q: want a number of MiB (at least 6)", EnvMemoryMB, v)
+		}
+		cfg.MemoryBytes = mb << 20
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if cfg.Image == "" {
@@ -117,6 +136,9 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	if cfg.Image == "" {
 		return nil, errors.New("docker provider: no image")
+	}
+	if cfg.PidsLimit == 0 {
+		cfg.PidsLimit = DefaultPidsLimit
 	}
 	if _, err := cfg.Engine.Version(ctx); err != nil {
 		return nil, fmt.Errorf("docker provider: is Docker running and are you root? %w", err)
@@ -251,6 +273,10 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		CapDrop:     []string{"NET_RAW", "NET_ADMIN"},
 		IpcMode:     "private", // its own, empty /dev/shm
 		ShmSize:     ShmSize,
+		Memory:      p.cfg.MemoryBytes,
+	}
+	if p.cfg.PidsLimit > 0 {
+		hc.PidsLimit = &p.cfg.PidsLimit
 	}
 	if unsafe {
 		hc.CapDrop = []string{"NET_ADMIN"}

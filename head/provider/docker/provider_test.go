@@ -73,7 +73,7 @@ func testRent(t *testing.T, base string) {
 	cluster := fmt.Sprintf("ptest-%d", time.Now().UnixNano()%1e9)
 	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
 
-	p, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, StateDir: t.TempDir(), UnsafeNodeTypes: []string{"risky"}})
+	p, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, StateDir: t.TempDir(), UnsafeNodeTypes: []string{"risky"}, MemoryBytes: 512 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +129,19 @@ func testRent(t *testing.T, base string) {
 	}
 	if capNetRaw(out) {
 		t.Error("safe rental kept NET_RAW")
+	}
+	// Bounds a candidate cannot lift: no host network, not privileged, a
+	// pids limit (a fork bomb stops there), the memory limit asked for.
+	info, err := eng.InspectContainer(ctx, safe.InstanceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc := info.HostConfig; hc.NetworkMode != p.Network().Name || hc.Privileged || hc.PidsLimit == nil || *hc.PidsLimit != DefaultPidsLimit || hc.Memory != 512<<20 {
+		pids := int64(-1)
+		if hc.PidsLimit != nil {
+			pids = *hc.PidsLimit
+		}
+		t.Errorf("host config: network %q privileged %v pids %d memory %d; want %q false %d %d", hc.NetworkMode, hc.Privileged, pids, hc.Memory, p.Network().Name, DefaultPidsLimit, 512<<20)
 	}
 	if !capNetRaw(logs(unsafe.InstanceID)) {
 		t.Error("unsafe rental lost NET_RAW")
