@@ -10,7 +10,9 @@ over HTTP on the Unix socket STATE/admin.sock:
 
 A Ray node ID is a rayvast candidate ID. The head's built-in provider
 (`head serve --provider vast|docker`) rents the instance of each candidate;
-with `--provider none` another tool must rent it and PATCH the candidate.
+with `--provider none` another tool must rent it and PATCH the candidate
+(attach_rental: on a blocklisted host the candidate is deleted and
+HostBlocklisted raised, so the renter ends that rental).
 
 Ray cluster YAML:
 
@@ -31,6 +33,7 @@ head's business to hand it to the rental, never the autoscaler's to log.
 
 import http.client
 import json
+import logging
 import socket
 import threading
 import urllib.parse
@@ -44,6 +47,8 @@ except ImportError:  # pragma: no cover - exercised only without Ray
             self.provider_config = provider_config
             self.cluster_name = cluster_name
 
+
+logger = logging.getLogger(__name__)
 
 # Ray's tag names (ray.autoscaler.tags), spelled out so the module works
 # without Ray.
@@ -76,6 +81,18 @@ class AdminError(Exception):
     def __init__(self, method, path, status, body):
         super().__init__("admin %s %s: HTTP %d: %s" % (method, path, status, body[:300]))
         self.status = status
+        self.code = ""  # the head's "error" field, e.g. "host_blocklisted"
+        try:
+            parsed = json.loads(body)
+            if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+                self.code = parsed["error"]
+        except ValueError:
+            pass
+
+
+class HostBlocklisted(AdminError):
+    """The head refused a rental on a blocklisted host; the candidate was
+    deleted (its join token is dead) and the rental must be ended."""
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -121,6 +138,10 @@ class AdminClient:
         created = self.call("POST", "/v1/candidates", {"node_type": node_type}, want=(201,))
         return created["candidate_id"]  # join_token and env deliberately dropped
 
+    def patch(self, candidate_id, fields):
+        path = "/v1/candidates/" + urllib.parse.quote(candidate_id, safe="")
+        return self.call("PATCH", path, fields, want=(200,))
+
     def delete(self, candidate_id):
         path = "/v1/candidates/" + urllib.parse.quote(candidate_id, safe="")
         try:
@@ -152,9 +173,14 @@ class RayvastNodeProvider(NodeProvider):
             self._cache = {c["candidate_id"]: c for c in cands}
         # destroy_requested: the head wants this candidate ended and an
         # external provider owns it; ending it is our part.
+        # A failed DELETE must not break Ray's listing: the candidate is
+        # still destroy_requested and is tried again on the next listing.
         for c in cands:
             if c.get("state") == "destroy_requested":
-                self.admin.delete(c["candidate_id"])
+                try:
+                    self.admin.delete(c["candidate_id"])
+                except (AdminError, OSError) as e:
+                    logger.warning("rayvast provider: end %s: %s", c["candidate_id"], e)
         return cands
 
     def _get(self, node_id):
@@ -224,6 +250,26 @@ class RayvastNodeProvider(NodeProvider):
                 self._cache[node_id] = {"candidate_id": node_id, "node_type": node_type, "state": "pending"}
             created[node_id] = {"candidate_id": node_id, "node_type": node_type}
         return created
+
+    def attach_rental(self, node_id, instance_id=None, public_ip=None, host_id=None):
+        """Record what a renter learned of a candidate's rental (PATCH, for
+        `head serve --provider none` with a renter built on this module).
+
+        If the head refuses the host as blocklisted (409 host_blocklisted),
+        the candidate is deleted so its join token dies, and HostBlocklisted
+        is raised: the caller must end the rental it made.
+        """
+        fields = {k: v for k, v in (("instance_id", instance_id), ("host_id", host_id), ("public_ip", public_ip)) if v}
+        try:
+            c = self.admin.patch(node_id, fields)
+        except AdminError as e:
+            if e.status != 409 or e.code != "host_blocklisted":
+                raise
+            self.terminate_node(node_id)
+            raise HostBlocklisted("PATCH", "/v1/candidates/" + node_id, e.status, str(e)) from e
+        with self._lock:
+            self._cache[node_id] = c
+        return c
 
     def set_node_tags(self, node_id, tags):
         with self._lock:

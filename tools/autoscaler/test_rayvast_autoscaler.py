@@ -61,6 +61,19 @@ class FakeAdmin:
                     return 404, {"error": "not_found"}
                 self.cands[cid]["state"] = "ended"
                 return 204, None
+            if method == "PATCH" and path.startswith("/v1/candidates/"):
+                cid = path.rsplit("/", 1)[1]
+                req = json.loads(body)
+                if cid not in self.cands:
+                    return 404, {"error": "not_found"}
+                if req.get("host_id") == "bad-host":
+                    return 409, {"error": "host_blocklisted", "reason": "host bad-host is blocklisted (security)"}
+                if any(self.cands[cid].get(k) not in (None, v) for k, v in req.items()):
+                    return 409, {"error": "conflict", "reason": "already set"}
+                self.cands[cid].update(req)
+                if "public_ip" in req:
+                    self.cands[cid]["state"] = "running"
+                return 200, self.cands[cid]
             return 404, {"error": "not_found"}
 
 
@@ -167,6 +180,50 @@ class ProviderTest(unittest.TestCase):
     def test_node_type_from_node_config(self):
         created = self.p.create_node({"node_type": "cpu"}, {}, 1)
         self.assertEqual(self.admin.cands[list(created)[0]]["node_type"], "cpu")
+
+    def test_attach_rental(self):
+        cid = list(self.p.create_node({}, {ra.TAG_RAY_USER_NODE_TYPE: "gpu"}, 1))[0]
+        self.p.attach_rental(cid, instance_id="i-1", host_id="h1", public_ip="203.0.113.9")
+        self.assertEqual(self.admin.cands[cid]["state"], "running")
+        self.assertEqual(json.loads(self.admin.requests[-1][2]), {"instance_id": "i-1", "host_id": "h1", "public_ip": "203.0.113.9"})
+        # A field already set differently: 409 conflict surfaces, the candidate lives on.
+        with self.assertRaises(ra.AdminError) as cm:
+            self.p.attach_rental(cid, instance_id="i-2")
+        self.assertEqual(cm.exception.status, 409)
+        self.assertNotIsInstance(cm.exception, ra.HostBlocklisted)
+        self.assertEqual(self.admin.cands[cid]["state"], "running")
+
+    def test_attach_rental_on_blocklisted_host_deletes(self):
+        # The head refuses a rental on a blocklisted host (409 host_blocklisted):
+        # the candidate is DELETEd (its token dies) and the caller is told to
+        # end the rental.
+        cid = list(self.p.create_node({}, {ra.TAG_RAY_USER_NODE_TYPE: "gpu"}, 1))[0]
+        with self.assertRaises(ra.HostBlocklisted) as cm:
+            self.p.attach_rental(cid, instance_id="i-3", host_id="bad-host")
+        self.assertEqual(cm.exception.status, 409)
+        self.assertEqual(self.admin.cands[cid]["state"], "ended")
+        self.assertEqual(self.admin.requests[-1][0:2], ("DELETE", "/v1/candidates/" + cid))
+        self.assertTrue(self.p.is_terminated(cid))
+
+    def test_refresh_survives_failed_delete(self):
+        # A destroy_requested candidate whose DELETE fails (head busy) does not
+        # break Ray's listing; it is tried again on the next listing.
+        self.admin.cands["x"] = {"candidate_id": "x", "node_type": "gpu", "state": "destroy_requested"}
+        self.admin.cands["y"] = {"candidate_id": "y", "node_type": "gpu", "state": "enrolled"}
+        orig = self.admin.handle
+        fail = [True]
+
+        def flaky(method, path, body):
+            if method == "DELETE" and fail[0]:
+                fail[0] = False
+                return 503, {"error": "busy"}
+            return orig(method, path, body)
+
+        self.admin.handle = flaky
+        self.assertEqual(self.p.non_terminated_nodes({}), ["y"])
+        self.assertEqual(self.admin.cands["x"]["state"], "destroy_requested")
+        self.p.non_terminated_nodes({})
+        self.assertEqual(self.admin.cands["x"]["state"], "ended")
 
 
 if __name__ == "__main__":
