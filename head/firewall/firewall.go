@@ -82,6 +82,9 @@ func RunNft(argv ...string) func(ctx context.Context, script string) error {
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
+			if errors.Is(err, exec.ErrNotFound) {
+				return fmt.Errorf("%s not found: install nftables (apt-get install nftables) or run head serve with --firewall off: %w", argv[0], err)
+			}
 			return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(out.String()))
 		}
 		return nil

@@ -127,9 +127,14 @@ func (l lab) listen(t *testing.T, addr string) int {
 
 // dial connects from cli with source address src; nil on success.
 func (l lab) dial(t *testing.T, src, dst string, port int) error {
+	return l.dialFrom(t, l.cli, src, dst, port)
+}
+
+// dialFrom connects from namespace ns with source address src.
+func (l lab) dialFrom(t *testing.T, ns, src, dst string, port int) error {
 	t.Helper()
 	var err error
-	inNS(t, l.cli, func() {
+	inNS(t, ns, func() {
 		d := net.Dialer{Timeout: 700 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 		var c net.Conn
 		if c, err = d.Dial("tcp", net.JoinHostPort(dst, strconv.Itoa(port))); err == nil {
@@ -173,6 +178,14 @@ func TestGuardsPortsInNetns(t *testing.T) {
 		{"fd31::2", "fd31::1", portB, false},
 		{"10.231.0.3", "10.231.0.1", other, true},
 	})
+	// The head's own machine always gets in over loopback, v4 and v6, to
+	// loopback and to its own public address.
+	for _, p := range []probe{{"127.0.0.1", "127.0.0.1", portA, true}, {"::1", "::1", portB, true},
+		{"10.231.0.1", "10.231.0.1", portA, true}, {"fd31::1", "fd31::1", portB, true}} {
+		if err := l.dialFrom(t, l.srv, p.src, p.dst, p.port); err != nil {
+			t.Errorf("loopback dial %s → %s:%d: %v, want connected", p.src, p.dst, p.port, err)
+		}
+	}
 	if err := fw.Sync([]string{"10.231.0.2", "fd31::2"}); err != nil {
 		t.Fatal(err)
 	}

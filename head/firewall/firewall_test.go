@@ -2,6 +2,8 @@ package firewall
 
 import (
 	"context"
+	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -40,5 +42,20 @@ func TestScripts(t *testing.T) {
 		if _, err := Open(context.Background(), cfg); err == nil {
 			t.Errorf("Open(%+v) = nil error", cfg)
 		}
+	}
+}
+
+// TestNoNft: `--firewall on` on a machine without nft says what to do,
+// and Remove (head down) treats a missing nft as no table.
+func TestNoNft(t *testing.T) {
+	_, err := Open(context.Background(), Config{Ports: []int{8443}, Nft: RunNft("rayvast-no-such-nft")})
+	if err == nil || !strings.Contains(err.Error(), "apt-get install nftables") || !strings.Contains(err.Error(), "--firewall off") {
+		t.Errorf("Open without nft: %v; want advice to install nftables or use --firewall off", err)
+	}
+	if !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("Open without nft: %v does not wrap exec.ErrNotFound", err)
+	}
+	if err := Remove(context.Background(), "rayvast", RunNft("rayvast-no-such-nft")); err != nil {
+		t.Errorf("Remove without nft: %v, want nil", err)
 	}
 }
