@@ -196,6 +196,11 @@ func (d *Driver) Reattach(ctx context.Context) error {
 			d.goDo(func() { d.destroyInstance(r.InstanceID, log) })
 		case c.State == wire.StateDestroyRequested:
 			d.End(c.CandidateID, c.Reason)
+		case c.InstanceID != "" && c.InstanceID != r.InstanceID:
+			// A second rental of one candidate (a create run twice): only
+			// the recorded one is the candidate's.
+			log.Warn("destroying a second rental of a candidate", "recorded_instance", c.InstanceID)
+			d.goDo(func() { d.destroyInstance(r.InstanceID, log) })
 		case c.State == wire.StatePending || c.State == wire.StateRented:
 			d.cfg.Registry.Patch(c.CandidateID, wire.CandidatePatch{InstanceID: r.InstanceID, HostID: r.HostID})
 			d.goDo(func() { d.follow(c.CandidateID, r, log) })

@@ -171,3 +171,25 @@ func TestReattach(t *testing.T) {
 		t.Errorf("destroyed %v, want the ended candidate's and the unknown rental", got)
 	}
 }
+
+// TestReattachDuplicate: two rentals labelled with one rented candidate (a
+// create the provider ran twice before the restart): one is recorded and
+// followed, the other destroyed, never followed into the candidate.
+func TestReattachDuplicate(t *testing.T) {
+	fp := newFake()
+	_, reg, _ := setup(t, nil)
+	c, _, _ := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu1"})
+	fp.Rent(context.Background(), provider.RentRequest{CandidateID: c.CandidateID})
+	fp.Rent(context.Background(), provider.RentRequest{CandidateID: c.CandidateID})
+
+	d := New(Config{Provider: fp, Registry: reg, Blocklist: blocklist.New(time.Now), PollEvery: time.Millisecond})
+	if err := d.Reattach(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := waitState(t, reg, c.CandidateID, wire.StateRunning)
+	d.Close()
+	destroyed := fp.destroyedList()
+	if len(destroyed) != 1 || destroyed[0] == got.InstanceID || got.InstanceID == "" {
+		t.Errorf("destroyed %v, candidate's instance %q: want the other rental destroyed", destroyed, got.InstanceID)
+	}
+}
