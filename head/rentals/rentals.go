@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +82,9 @@ func (d *Driver) rent(c wire.Candidate, env map[string]string) {
 		Env: env, Command: d.cfg.Command,
 	})
 	if err != nil {
-		log.Error("rent failed", "err", err)
+		// A provider's error may quote the request (an API echoing a bad
+		// field): the join token must not reach the log.
+		log.Error("rent failed", "err", redact(err.Error(), env[wire.EnvJoinToken]))
 		d.cfg.Registry.End(c.CandidateID, "rent_failed")
 		return
 	}
@@ -220,4 +223,11 @@ func (d *Driver) Reattach(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func redact(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "[join token]")
 }

@@ -1,8 +1,11 @@
 package rentals
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -191,5 +194,32 @@ func TestReattachDuplicate(t *testing.T) {
 	destroyed := fp.destroyedList()
 	if len(destroyed) != 1 || destroyed[0] == got.InstanceID || got.InstanceID == "" {
 		t.Errorf("destroyed %v, candidate's instance %q: want the other rental destroyed", destroyed, got.InstanceID)
+	}
+}
+
+// echoProvider fails every Rent with an error that quotes the request, as
+// an API echoing a bad field would.
+type echoProvider struct{ fakeProvider }
+
+func (e *echoProvider) Rent(ctx context.Context, req provider.RentRequest) (provider.Rental, error) {
+	return provider.Rental{}, fmt.Errorf("create: invalid env %v", req.Env)
+}
+
+// TestRentErrorNeverLogsToken: a provider error that echoes the rental's
+// env does not put the join token in the head's log.
+func TestRentErrorNeverLogsToken(t *testing.T) {
+	var logs bytes.Buffer
+	reg, _ := registry.Open(registry.Config{})
+	d := New(Config{Provider: &echoProvider{*newFake()}, Registry: reg, Blocklist: blocklist.New(time.Now), PollEvery: time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	c, tok, _ := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu1"})
+	d.Rent(c, map[string]string{wire.EnvJoinToken: tok.Reveal()})
+	waitState(t, reg, c.CandidateID, wire.StateEnded)
+	d.Close()
+	if !strings.Contains(logs.String(), "rent failed") {
+		t.Fatalf("no rent failure logged:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), tok.Reveal()) {
+		t.Errorf("join token in the log:\n%s", logs.String())
 	}
 }
