@@ -13,6 +13,7 @@ import (
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
 )
@@ -60,16 +61,28 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	p, err := newProvider(*prov, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
-	if err != nil {
-		fmt.Fprintf(stderr, "head down: %v\n", err)
-		return 1
-	}
 	dc := reconcile.DownConfig{StateDir: st.Dir, Log: log,
 		Firewall: closerFunc(func() error { return firewall.Remove(ctx, "rayvast", nil) })}
-	if p != nil {
-		defer p.Close()
-		dc.Rentals = p
+	if *prov == "docker" {
+		// Only list and end: the full provider would build the image, make
+		// the network and start a DNS responder, rewriting a running
+		// head's DNS port in the state dir.
+		r, err := docker.OpenRentals(nil, cluster, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "head down: %v\n", err)
+			return 1
+		}
+		dc.Rentals = r
+	} else {
+		p, err := newProvider(*prov, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
+		if err != nil {
+			fmt.Fprintf(stderr, "head down: %v\n", err)
+			return 1
+		}
+		if p != nil {
+			defer p.Close()
+			dc.Rentals = p
+		}
 	}
 	rep, err := reconcile.Down(ctx, dc)
 	fmt.Fprintf(stdout, "head running: %v; candidates ended: %d; instances destroyed: %d\n", rep.HeadRunning, len(rep.Ended), len(rep.Destroyed))

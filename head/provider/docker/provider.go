@@ -378,40 +378,17 @@ func rentalFrom(name string, labels map[string]string, running bool) provider.Re
 // Destroy implements provider.Provider: remove the container (like ending a
 // vast rental: no grace).
 func (p *Provider) Destroy(ctx context.Context, instanceID string) error {
-	info, err := p.eng.InspectContainer(ctx, instanceID)
-	if errors.Is(err, dockerengine.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("docker destroy %s: %w", instanceID, err)
-	}
-	if info.Config.Labels[LabelCluster] != p.cfg.Cluster {
-		return fmt.Errorf("docker destroy %s: not a container of cluster %q", instanceID, p.cfg.Cluster)
-	}
-	if err := p.eng.RemoveContainer(ctx, info.ID, true); err != nil && !errors.Is(err, dockerengine.ErrNotFound) {
-		return fmt.Errorf("docker destroy %s: %w", instanceID, err)
-	}
-	p.log.Info("docker destroyed", "instance", instanceID)
-	return nil
+	return p.rentals().Destroy(ctx, instanceID)
 }
 
 // List implements provider.Provider: every container labelled with the
 // cluster, stopped ones too.
 func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
-	cs, err := p.eng.ListContainers(ctx, LabelCluster+"="+p.cfg.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("docker list: %w", err)
-	}
-	out := make([]provider.Rental, 0, len(cs))
-	for _, c := range cs {
-		name := c.ID
-		if len(c.Names) > 0 {
-			name = strings.TrimPrefix(c.Names[0], "/")
-		}
-		out = append(out, rentalFrom(name, c.Labels, c.State == "running"))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
-	return out, nil
+	return p.rentals().List(ctx)
+}
+
+func (p *Provider) rentals() *Rentals {
+	return &Rentals{eng: p.eng, cluster: p.cfg.Cluster, log: p.log}
 }
 
 // Close stops the DNS responder and removes the network if this provider

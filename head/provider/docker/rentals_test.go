@@ -1,0 +1,72 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/internal/dockerengine"
+)
+
+// TestRentalsForDown: what `head down` uses lists and ends exactly one
+// cluster's containers, refuses another cluster's, and creates nothing (no
+// network, no DNS state) for a cluster that has none.
+func TestRentalsForDown(t *testing.T) {
+	eng := engine(t)
+	img := testImageOn(t, eng, BaseHost)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	base := fmt.Sprintf("dtest-%d", time.Now().UnixNano()%1e9)
+	a, b := base, base+"-b"
+	t.Cleanup(func() {
+		_ = Cleanup(context.Background(), eng, func(c string) bool { return c == a || c == b })
+	})
+	rented := map[string]provider.Rental{}
+	for _, cl := range []string{a, b} {
+		p, err := Open(ctx, Config{Engine: eng, Cluster: cl, Image: img})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Rent(ctx, provider.RentRequest{CandidateID: "c1", NodeType: "cpu", Command: "sleep 600"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rented[cl] = r
+		p.Close()
+	}
+	ra, err := OpenRentals(eng, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := ra.List(ctx)
+	if err != nil || len(list) != 1 || list[0].InstanceID != rented[a].InstanceID || list[0].CandidateID != "c1" {
+		t.Fatalf("List of %s = %+v, %v; want only %s", a, list, err, rented[a].InstanceID)
+	}
+	if err := ra.Destroy(ctx, rented[b].InstanceID); err == nil {
+		t.Errorf("Destroy of cluster %s's container through %s: nil error", b, a)
+	}
+	if err := ra.Destroy(ctx, rented[a].InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.InspectContainer(ctx, rented[b].InstanceID); err != nil {
+		t.Errorf("cluster %s's container: %v, want it untouched", b, err)
+	}
+	if list, err := ra.List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("List after Destroy = %+v, %v; want none", list, err)
+	}
+
+	fresh := base + "-none"
+	rf, err := OpenRentals(eng, fresh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := rf.List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("List of an empty cluster = %+v, %v", list, err)
+	}
+	if _, err := eng.InspectNetwork(ctx, NetworkName(fresh)); !errors.Is(err, dockerengine.ErrNotFound) {
+		t.Errorf("network of %s after OpenRentals: %v, want none made", fresh, err)
+	}
+}
