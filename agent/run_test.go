@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/rayvast/rayvast/agent/internal/enrolltest"
 	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/testport"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -85,17 +85,8 @@ const testToken = "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80"
 func agentCmd(t *testing.T, h *fakeHead, caSum string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	ports := make([]string, wire.PortCount)
-	var held []net.Listener
-	for i := range ports {
-		l, err := net.Listen("tcp", ":0") // the agent listens on all addresses
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-		ports[i] = fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range held {
-		l.Close()
+	for i, p := range testport.Free(t, "", wire.PortCount) { // the agent listens on all addresses
+		ports[i] = fmt.Sprint(p)
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = []string{asAgent + "=1", "PATH=" + os.Getenv("PATH"),
