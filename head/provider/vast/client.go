@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -78,6 +79,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("vast client: base URL %q: want http(s)://host[:port]", cfg.BaseURL)
 	}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		// The key travels in a header: over plain HTTP anyone on the path reads it.
+		return nil, fmt.Errorf("vast client: base URL %q: http:// only to a loopback address (a local fake); use https://", cfg.BaseURL)
+	}
 	if cfg.Key.IsZero() {
 		return nil, errors.New("vast client: no API key")
 	}
@@ -100,6 +105,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.MaxBackoff = 30 * time.Second
 	}
 	return &Client{cfg: cfg, base: u}, nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 // retryPolicy says which failures a call may repeat. Reads and destroys are

@@ -233,10 +233,18 @@ func TestShowGone(t *testing.T) {
 }
 
 func TestNewClientRefuses(t *testing.T) {
+	for _, u := range []string{"http://127.0.0.1:8700", "http://[::1]:1", "http://localhost:2", "https://console.vast.ai"} {
+		if _, err := NewClient(ClientConfig{BaseURL: u, Key: secret.New("k")}); err != nil {
+			t.Errorf("NewClient(%s): %v", u, err)
+		}
+	}
 	for _, cfg := range []ClientConfig{
 		{BaseURL: "ftp://x", Key: secret.New("k")},
 		{BaseURL: "http://127.0.0.1:1"},
 		{BaseURL: "::", Key: secret.New("k")},
+		// The key would cross the network in clear text.
+		{BaseURL: "http://console.vast.ai", Key: secret.New("k")},
+		{BaseURL: "http://203.0.113.5:8700", Key: secret.New("k")},
 	} {
 		if _, err := NewClient(cfg); err == nil {
 			t.Errorf("NewClient(%s) = nil error", cfg.BaseURL)
