@@ -5,31 +5,19 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/rayvast/rayvast/internal/testport"
 )
 
 // testKey is distinctive so tests can grep errors and logs for it.
 var testKey = []byte("portcheck-test-key-0123456789abc")
 
-// freePorts returns n ports free on host right now: all bound at once on :0,
-// then released, so they are distinct.
+// freePorts returns n distinct ports free on host right now, from outside
+// the ephemeral range so no outgoing connection takes one before the test
+// binds it.
 func freePorts(t testing.TB, host string, n int) []int {
 	t.Helper()
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			t.Fatalf("reserve port on %s: %v", host, err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
+	return testport.Free(t, host, n)
 }
 
 // listenAgent runs the real agent side on ports and closes it at cleanup.
