@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rayvast/rayvast/internal/testport"
 )
 
 // TestSuccess: under every shell and with every Python on the machine, the
@@ -225,18 +227,15 @@ func TestHeadNotUpYet(t *testing.T) {
 	forEachShell(t, func(t *testing.T, sh shell) {
 		t.Parallel()
 		s := newSetup(t, py)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		// Outside the ephemeral range: the bootloader's own failed
+		// connects (and the parallel subtests') cannot take it meanwhile.
+		addr := testport.Addr(t, "127.0.0.1")
 		_, port, _ := net.SplitHostPort(addr)
 		s.env["RAYVAST_PORT_A"] = port
 		s.env["RAYVAST_BOOT_TRIES"] = "60"
 		p := start(t, sh.argv, s.env)
 		p.waitForLines(t, "retry in", 2)
-		ln, err = net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			p.cmd.Process.Kill()
 			p.wait(t)
