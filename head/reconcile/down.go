@@ -76,6 +76,11 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 			return rep, fmt.Errorf("head down: head not reachable (%v) and no provider to destroy rentals with", err)
 		}
 	}
+	// The head gets half the time to end its candidates; whatever it could
+	// not end, the provider still destroys by label below.
+	var endErr error
+	endCtx, endCancel := context.WithTimeout(ctx, cfg.Timeout/2)
+	defer endCancel()
 	for rep.HeadRunning {
 		liveLeft := 0
 		for _, c := range cands {
@@ -83,7 +88,7 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 				continue
 			}
 			liveLeft++
-			if err := cfg.Admin.End(ctx, c.CandidateID, ReasonDown); err != nil {
+			if err := cfg.Admin.End(endCtx, c.CandidateID, ReasonDown); err != nil {
 				cfg.Log.Warn("head down: end candidate", "candidate", c.CandidateID, "err", err)
 				continue
 			}
@@ -92,10 +97,15 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 		if liveLeft == 0 {
 			break
 		}
-		if err := ctxsleep.Sleep(ctx, cfg.Poll); err != nil {
-			return rep, fmt.Errorf("head down: candidates still live: %w", err)
+		if err := ctxsleep.Sleep(endCtx, cfg.Poll); err != nil {
+			endErr = fmt.Errorf("head down: %d candidates still live: %w", liveLeft, err)
+			if cfg.Rentals == nil {
+				return rep, endErr
+			}
+			cfg.Log.Warn("head down: the head did not end every candidate; destroying the rentals through the provider", "live", liveLeft)
+			break
 		}
-		if cands, err = cfg.Admin.Candidates(ctx); err != nil {
+		if cands, err = cfg.Admin.Candidates(endCtx); err != nil {
 			break // the head stopped meanwhile: the provider finishes the job
 		}
 	}
@@ -125,7 +135,7 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 			return rep, fmt.Errorf("head down: firewall: %w", err)
 		}
 	}
-	return rep, nil
+	return rep, endErr
 }
 
 func liveState(s string) bool {
