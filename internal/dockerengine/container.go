@@ -210,7 +210,16 @@ func (c *Client) ListContainers(ctx context.Context, labels ...string) ([]Contai
 // ContainerLogs returns everything the container wrote to stdout and stderr
 // (as `docker logs` shows it; containers without a TTY).
 func (c *Client) ContainerLogs(ctx context.Context, id string) (stdout, stderr []byte, err error) {
+	return c.ContainerLogsTail(ctx, id, 0)
+}
+
+// ContainerLogsTail is ContainerLogs of the last lines only (0: all): a
+// candidate that floods its log costs a poller nothing.
+func (c *Client) ContainerLogsTail(ctx context.Context, id string, lines int) (stdout, stderr []byte, err error) {
 	q := url.Values{"stdout": {"1"}, "stderr": {"1"}, "follow": {"0"}}
+	if lines > 0 {
+		q.Set("tail", strconv.Itoa(lines))
+	}
 	resp, err := c.do(ctx, "logs "+id, http.MethodGet, "/containers/"+url.PathEscape(id)+"/logs", q, nil, "")
 	if err != nil {
 		return nil, nil, err

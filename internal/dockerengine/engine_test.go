@@ -143,6 +143,9 @@ func TestContainerLifecycle(t *testing.T) {
 	if string(out) != "hello stdout from-env\n" || string(errOut) != "hello stderr\n" {
 		t.Errorf("logs = %q / %q, want the helper's two lines split by stream", out, errOut)
 	}
+	if out, errOut, err := c.ContainerLogsTail(ctx, id, 1); err != nil || strings.Count(string(out)+string(errOut), "\n") != 1 {
+		t.Errorf("logs tail 1 = %q / %q, %v; want one line", out, errOut, err)
+	}
 
 	files, err := c.CopyFrom(ctx, id, "/helper")
 	if err != nil || len(files["helper"].Data) == 0 || files["helper"].Mode&0o111 == 0 {
