@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -152,7 +154,21 @@ var (
 
 // summarizeLog turns the last log line of a container into a short step:
 // the msg of a slog text or JSON line, else the line itself.
-func summarizeLog(out []byte) string {
+func summarizeLog(out []byte) string { return inert(summarize(out)) }
+
+// inert makes a candidate's text safe to print on the operator's terminal:
+// control characters (ESC, BEL, CR, C1 such as the 8-bit CSI) and bytes
+// that are not UTF-8 become '?'.
+func inert(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+func summarize(out []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	line := strings.TrimSpace(ansi.ReplaceAllString(lines[len(lines)-1], ""))
 	if strings.HasPrefix(line, "{") {

@@ -58,6 +58,11 @@ func TestSummarizeLog(t *testing.T) {
 		{`time=2026 level=INFO msg=enrolled`, "enrolled"},
 		{`{"time":"x","level":"INFO","msg":"ray started","pid":7}`, "ray started"},
 		{"\x1b[1mbold\x1b[0m", "bold"},
+		// A candidate's log must not drive the operator's terminal: escapes
+		// hidden in JSON or quoted text come out inert.
+		{`{"msg":"\u001b]0;pwned\u0007x\u001b[2J"}`, "?]0;pwned?x?[2J"},
+		{`level=INFO msg="a\x1b[2Jb\rc"`, "a?[2Jb?c"},
+		{"plain\x1b]8;;http://x\x07link\x9b2J", "plain?]8;;http://x?link?2J"}, // \x9b: the 8-bit CSI
 	}
 	for _, tt := range tests {
 		if got := summarizeLog([]byte(tt.in)); got != tt.want {

@@ -96,7 +96,7 @@ func (d *demo) containers(ctx context.Context) map[string]container {
 		if info, err := d.eng.InspectContainer(ctx, c.ID); err == nil {
 			ctr.ExitCode = info.State.ExitCode
 		}
-		if stdout, stderr, err := d.eng.ContainerLogs(ctx, c.ID); err == nil {
+		if stdout, stderr, err := d.eng.ContainerLogsTail(ctx, c.ID, 5); err == nil {
 			if len(stderr) > 0 {
 				ctr.LastLog = summarizeLog(stderr)
 			} else if len(stdout) > 0 {
@@ -161,7 +161,7 @@ func (d *demo) showLogs(ctx context.Context, candidateID string) {
 	if err != nil || len(cs) == 0 {
 		return
 	}
-	stdout, stderr, err := d.eng.ContainerLogs(ctx, cs[0].ID)
+	stdout, stderr, err := d.eng.ContainerLogsTail(ctx, cs[0].ID, 8)
 	if err != nil {
 		return
 	}
@@ -171,7 +171,7 @@ func (d *demo) showLogs(ctx context.Context, candidateID string) {
 	}
 	d.say("\nlast log lines of %s (%s):", candidateID, cs[0].Status)
 	for _, l := range lines {
-		d.say("  %s", clip(l, 300))
+		d.say("  %s", clip(inert(l), 300))
 	}
 }
 
