@@ -25,6 +25,7 @@ import (
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/testport"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -45,14 +46,11 @@ func buildHead(t *testing.T) string {
 	return bin
 }
 
+// freeAddr is a loopback address the head binds next, from outside the
+// ephemeral range so no connection takes it meanwhile.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testport.Addr(t, "127.0.0.1")
 }
 
 func startServe(t *testing.T, bin string, args []string, logPath string) *headProc {
@@ -276,7 +274,13 @@ func TestHeadBinary(t *testing.T) {
 		st, b, err := fakeagent.Post(context.Background(), fakeagent.Client("127.0.4.3", pool, nil), baseA+"/enroll", silent.Request("it-3", c3.JoinToken, 0))
 		done <- result{st, string(b), err}
 	}()
-	time.Sleep(500 * time.Millisecond) // the request is in its port check
+	select { // wait until the request is in its port check
+	case <-silent.Challenged():
+	case r := <-done:
+		t.Fatalf("enrollment answered before its port check: %d %s %v", r.st, r.body, r.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the head never challenged the silent candidate's ports")
+	}
 	if code := p.stop(t); code != 0 {
 		t.Errorf("SIGTERM during enrollment: exit %d", code)
 	}

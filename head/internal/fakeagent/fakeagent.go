@@ -44,11 +44,14 @@ type Agent struct {
 	mode    Mode
 	lns     []net.Listener
 	wg      sync.WaitGroup
+
+	challenged     chan struct{}
+	challengedOnce sync.Once
 }
 
 // Start opens 64 listeners on ip with ephemeral ports.
 func Start(ip string, mode Mode) (*Agent, error) {
-	a := &Agent{IP: ip, mode: mode, PortKey: make([]byte, 32)}
+	a := &Agent{IP: ip, mode: mode, PortKey: make([]byte, 32), challenged: make(chan struct{})}
 	if _, err := rand.Read(a.PortKey); err != nil {
 		return nil, err
 	}
@@ -97,6 +100,7 @@ func (a *Agent) answer(c net.Conn, port int) {
 	if !ok {
 		return
 	}
+	a.challengedOnce.Do(func() { close(a.challenged) })
 	switch a.mode {
 	case Silent:
 		time.Sleep(3 * time.Second)
@@ -108,6 +112,10 @@ func (a *Agent) answer(c net.Conn, port int) {
 	fmt.Fprintf(mac, "%s:%d", nonce, port)
 	fmt.Fprintf(c, "%s\n", hex.EncodeToString(mac.Sum(nil)))
 }
+
+// Challenged is closed once the head's port check has sent a challenge to
+// any of the listeners: a test's signal that an enrollment is in its check.
+func (a *Agent) Challenged() <-chan struct{} { return a.challenged }
 
 // Request is an enroll request with every check passing.
 func (a *Agent) Request(instanceID, token string, gpus int) wire.EnrollRequest {
