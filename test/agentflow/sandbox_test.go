@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rayvast/rayvast/internal/testport"
 )
 
 // requireRoot skips loudly without root or a tool, and fails under CI=true.
@@ -105,15 +106,11 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// freePort returns a port free on ip right now (the head binds it next).
+// freePort returns a port free on ip right now (the head binds it next),
+// from outside the ephemeral range so no connection takes it meanwhile.
 func freePort(t *testing.T, ip string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testport.One(t, ip)
 }
 
 // syncBuffer collects a process's output for grepping while it runs.
