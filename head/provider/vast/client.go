@@ -76,8 +76,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.BaseURL = DefaultBaseURL
 	}
 	u, err := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("vast client: base URL %q: want http(s)://host[:port]", cfg.BaseURL)
+	if err != nil {
+		return nil, errors.New("vast client: base URL does not parse: want https://host[:port]")
+	}
+	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("vast client: base URL %q: want http(s)://host[:port]", u.Redacted())
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("vast client: base URL %q: no credentials in the URL (the key goes in %s or a key file)", u.Redacted(), EnvAPIKey)
 	}
 	if u.Scheme == "http" && !loopback(u.Hostname()) {
 		// The key travels in a header: over plain HTTP anyone on the path reads it.

@@ -245,6 +245,8 @@ func TestNewClientRefuses(t *testing.T) {
 		// The key would cross the network in clear text.
 		{BaseURL: "http://console.vast.ai", Key: secret.New("k")},
 		{BaseURL: "http://203.0.113.5:8700", Key: secret.New("k")},
+		// Credentials in the URL would be logged with it.
+		{BaseURL: "https://user:secretpw@console.vast.ai", Key: secret.New("k")},
 	} {
 		if _, err := NewClient(cfg); err == nil {
 			t.Errorf("NewClient(%s) = nil error", cfg.BaseURL)
