@@ -74,11 +74,13 @@ type Config struct {
 	Spares        int
 	FailureWindow time.Duration
 	// MaxFailures bounds the failed candidates of one node type within
-	// FailureWindow (default 10; -1 = no bound): past it the loop rents
-	// nothing more of that type until failures age out of the window, so a
-	// systematic failure (a wrong image, a broken account) cannot rent
-	// paid instances forever.
+	// PauseWindow (defaults 10 and 2 h; MaxFailures -1 = no bound): past it
+	// the loop rents nothing more of that type until failures age out of
+	// the window, so a systematic failure (a wrong image that never
+	// enrolls, a broken account) cannot rent paid instances forever. The
+	// window is longer than the enroll timeout so slow failures count too.
 	MaxFailures int
+	PauseWindow time.Duration
 	Every       time.Duration // tick period, default 5 s
 	// SweepEvery spaces the leak sweeps (one List call at the provider),
 	// default 30 s; at down every tick sweeps.
@@ -113,6 +115,9 @@ func New(cfg Config) *Loop {
 	}
 	if cfg.MaxFailures == 0 {
 		cfg.MaxFailures = 10
+	}
+	if cfg.PauseWindow <= 0 {
+		cfg.PauseWindow = 2 * time.Hour
 	}
 	if cfg.Every <= 0 {
 		cfg.Every = 5 * time.Second
@@ -194,9 +199,10 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	}
 
 	type tally struct {
-		enrolled int
-		inflight []wire.Candidate // oldest first
-		failed   int
+		enrolled   int
+		inflight   []wire.Candidate // oldest first
+		failed     int              // within FailureWindow: rent spares
+		failedLong int              // within PauseWindow: pause renting
 	}
 	types := map[string]*tally{}
 	for n := range l.cfg.NodeTypes {
@@ -212,6 +218,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		case wire.StateLost:
 			end(c, ReasonLost)
 			t.failed++
+			t.failedLong++
 		case wire.StatePending, wire.StateRented, wire.StateRunning:
 			switch {
 			case down:
@@ -219,6 +226,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 			case now.Sub(c.CreatedAt) > l.cfg.EnrollTimeout:
 				end(c, ReasonEnrollTimeout)
 				t.failed++
+				t.failedLong++
 			default:
 				t.inflight = append(t.inflight, c)
 				live[c.CandidateID] = c
@@ -233,6 +241,9 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		case wire.StateEnded:
 			if !notFailures[c.Reason] && now.Sub(c.UpdatedAt) < l.cfg.FailureWindow {
 				t.failed++
+			}
+			if !notFailures[c.Reason] && now.Sub(c.UpdatedAt) < l.cfg.PauseWindow {
+				t.failedLong++
 			}
 		}
 	}
@@ -269,7 +280,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 					end(c, ReasonSpareUnneeded)
 				}
 			}
-			if l.pause(n, t.failed) {
+			if l.pause(n, t.failedLong) {
 				want = 0 // in-flight candidates are kept: one may be the one that works
 			}
 			for i := len(t.inflight); i < want; i++ {
@@ -338,7 +349,7 @@ func (l *Loop) pause(n string, failed int) bool {
 	switch {
 	case stop && !l.paused[n]:
 		l.cfg.Log.Warn("reconcile: renting paused: too many failed candidates; check the image, the account and the node type, or wait for the window to pass",
-			"node_type", n, "failures", failed, "max_failures", l.cfg.MaxFailures, "window", l.cfg.FailureWindow.String())
+			"node_type", n, "failures", failed, "max_failures", l.cfg.MaxFailures, "window", l.cfg.PauseWindow.String())
 	case !stop && l.paused[n]:
 		l.cfg.Log.Info("reconcile: renting resumed", "node_type", n, "failures", failed, "max_failures", l.cfg.MaxFailures)
 	}

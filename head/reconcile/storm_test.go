@@ -14,14 +14,14 @@ import (
 
 // TestNoRentStorm: when every candidate fails (a wrong image, a broken
 // account), the loop stops renting after MaxFailures failures within
-// FailureWindow, says so once in the log, and resumes when the window has
+// PauseWindow, says so once in the log, and resumes when the window has
 // passed: a systematic failure costs a bounded number of rentals per window.
 func TestNoRentStorm(t *testing.T) {
 	now := t0
 	cl := &fakeCluster{}
 	var logs bytes.Buffer
 	l := New(Config{Cluster: cl, NodeTypes: map[string]wire.NodeType{"gpu": {GPUs: 1, MinWorkers: 2, MaxWorkers: 4}},
-		MaxFailures: 6, FailureWindow: 30 * time.Minute,
+		MaxFailures: 6, PauseWindow: 30 * time.Minute,
 		Now: func() time.Time { return now }, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	tick := func() {
 		if _, err := l.Tick(context.Background()); err != nil {
@@ -92,5 +92,32 @@ func TestSweepDuplicateRental(t *testing.T) {
 	}
 	if got := strings.Join(rs.destroyed, ","); got != "i9" {
 		t.Errorf("destroyed %q, want i9 only", got)
+	}
+}
+
+// TestSlowFailuresBounded: a wrong image fails slowly (no candidate ever
+// enrolls; each is ended at the enroll timeout), too slowly for the spare
+// window; PauseWindow still bounds the rentals to MaxFailures per window.
+func TestSlowFailuresBounded(t *testing.T) {
+	now := t0
+	cl := &fakeCluster{}
+	l := New(Config{Cluster: cl, NodeTypes: map[string]wire.NodeType{"gpu": {GPUs: 1, MinWorkers: 2, MaxWorkers: 4}},
+		Now: func() time.Time { return now }})
+	for end := t0.Add(4 * time.Hour); now.Before(end); now = now.Add(5 * time.Second) {
+		if _, err := l.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for j := range cl.cands { // the fake's End leaves UpdatedAt: set it
+			if c := &cl.cands[j]; c.State == wire.StateEnded && c.UpdatedAt.Before(c.CreatedAt.Add(time.Second)) {
+				c.UpdatedAt = now
+			}
+			if c := &cl.cands[j]; c.State == wire.StatePending && c.CreatedAt.Equal(t0) {
+				c.CreatedAt, c.UpdatedAt = now, now
+			}
+		}
+	}
+	// Default 10 failures per 2 h: at most 2×10 over 4 h plus those in flight.
+	if got, max := len(cl.cands), 2*10+3; got > max {
+		t.Errorf("candidates rented in 4 h of enroll timeouts = %d, want at most %d", got, max)
 	}
 }
