@@ -245,6 +245,20 @@ func Remove(ctx context.Context, table string, nft func(ctx context.Context, scr
 	return err
 }
 
+// Exists reports whether the table is in the ruleset (false too when nft
+// is missing or fails): a table left by an earlier head.
+func Exists(ctx context.Context, table string, nft func(ctx context.Context, script string) error) bool {
+	if nft == nil {
+		nft = RunNft("nft")
+	}
+	if !tableName.MatchString(table) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return nft(ctx, "list table inet "+table+"\n") == nil
+}
+
 func diff(old, cur []string) (added, removed []string) {
 	o, c := map[string]bool{}, map[string]bool{}
 	for _, s := range old {

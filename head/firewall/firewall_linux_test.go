@@ -210,8 +210,15 @@ func TestGuardsPortsInNetns(t *testing.T) {
 	if got := fmt.Sprint(fw.Allowed()); got != "[10.231.0.3 fd31::2]" {
 		t.Errorf("Allowed = %s", got)
 	}
+	nsNft := RunNft("ip", "netns", "exec", l.srv, "nft")
+	if !Exists(context.Background(), "rayvast", nsNft) {
+		t.Error("Exists = false with the table in place")
+	}
 	if err := fw.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if Exists(context.Background(), "rayvast", nsNft) {
+		t.Error("Exists = true after Close")
 	}
 	check("closed", []probe{{"10.231.0.2", "10.231.0.1", portA, true}})
 	if !strings.Contains(logs.String(), "added") {

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,8 @@ type ServeConfig struct {
 	Firewall      bool
 	FirewallTable string
 	Ports         []int
+	// Nft runs nft scripts (default: the nft binary); tests replace it.
+	Nft func(ctx context.Context, script string) error
 	// EnrollTimeout and Spares as in Config (zero: the defaults).
 	EnrollTimeout time.Duration
 	Spares        int
@@ -37,10 +40,15 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 	}
 	var fw *firewall.Firewall
 	if cfg.Firewall {
-		fw, err = firewall.Open(ctx, firewall.Config{Table: cfg.FirewallTable, Ports: cfg.Ports, Log: cfg.Log.With("part", "firewall")})
+		fw, err = firewall.Open(ctx, firewall.Config{Table: cfg.FirewallTable, Ports: cfg.Ports, Nft: cfg.Nft, Log: cfg.Log.With("part", "firewall")})
 		if err != nil {
 			return nil, err
 		}
+	} else if table := cmp.Or(cfg.FirewallTable, "rayvast"); firewall.Exists(ctx, table, cfg.Nft) {
+		// Left by a run with the firewall on that did not stop cleanly; not
+		// removed here, since it may be another head's on this machine.
+		cfg.Log.Warn("firewall off, but nftables table inet "+table+" of an earlier run still guards its ports; "+
+			"remove it with `head down` or `nft delete table inet "+table+"` if it is not another head's", "table", "inet "+table)
 	}
 	c := Config{Cluster: InProcess(cfg.Admin, cfg.End), Rentals: cfg.Rentals, NodeTypes: cfg.NodeTypes,
 		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, Log: cfg.Log}
