@@ -106,7 +106,15 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 			break
 		}
 		if cands, err = cfg.Admin.Candidates(endCtx); err != nil {
-			break // the head stopped meanwhile: the provider finishes the job
+			if endCtx.Err() != nil {
+				// Out of time mid-request: still a failure to report,
+				// not a head that stopped.
+				endErr = fmt.Errorf("head down: %d candidates still live: %w", liveLeft, endCtx.Err())
+				if cfg.Rentals == nil {
+					return rep, endErr
+				}
+			}
+			break // the head stopped meanwhile (or its time is up): the provider finishes the job
 		}
 	}
 	if cfg.Rentals != nil {
