@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/testport"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -128,14 +130,11 @@ func newCluster(t testing.TB, provider string) *cluster {
 	return c
 }
 
+// freePort is a port on ip the head binds next, from outside the ephemeral
+// range: the port checks' connections from the gateway IP cannot take it.
 func freePort(t testing.TB, ip string) string {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
+	t.Helper()
+	return strconv.Itoa(testport.One(t, ip))
 }
 
 // startHead starts `head serve` and waits for its admin API.

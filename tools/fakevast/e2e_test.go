@@ -33,6 +33,7 @@ import (
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/testport"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
@@ -228,13 +229,11 @@ func (f *flow) build(ctx context.Context) {
 	}
 }
 
+// freePort is a port on ip the head binds next, from outside the ephemeral
+// range: the port checks' connections from the gateway IP cannot take it.
 func freePort(t *testing.T, ip string) int {
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Helper()
+	return testport.One(t, ip)
 }
 
 func (f *flow) setup(ctx context.Context, apiURL, img string) {
