@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,8 +26,12 @@ import (
 )
 
 // clusterPrefix names every cluster this suite makes, so cleanup by label
-// never touches a demo or another user's cluster.
-const clusterPrefix = "e2e-"
+// never touches a demo or another user's cluster. The process ID in it lets
+// a run remove the leftovers of a killed run without touching the clusters
+// of a run going on at the same time.
+const clusterBase = "e2e-"
+
+var clusterPrefix = clusterBase + strconv.Itoa(os.Getpid()) + "-"
 
 // The stand-in Ray exits with this code on SIGTERM (baked into the suite's
 // image), so `docker stop` can show the code crossing agent and container.
@@ -44,6 +50,21 @@ var suite struct {
 }
 
 func isOurs(cluster string) bool { return strings.HasPrefix(cluster, clusterPrefix) }
+
+// isLeftover: a cluster of this suite whose run has ended (its process is
+// gone), or of the older naming without a process ID.
+func isLeftover(cluster string) bool {
+	rest, ok := strings.CutPrefix(cluster, clusterBase)
+	if !ok {
+		return false
+	}
+	pid, _, _ := strings.Cut(rest, "-")
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return true
+	}
+	return syscall.Kill(n, 0) == syscall.ESRCH
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -93,8 +114,9 @@ func setup() (skip string, err error) {
 		return "", err
 	}
 	suite.repo = repo
-	// Leftovers of a run that was killed before its cleanup.
-	_ = docker.Cleanup(ctx, suite.eng, isOurs)
+	// Leftovers of a run that was killed before its cleanup (not those of
+	// a run going on at the same time).
+	_ = docker.Cleanup(ctx, suite.eng, isLeftover)
 
 	bin, err := os.MkdirTemp("", "rayvast-e2e-bin-")
 	if err != nil {
