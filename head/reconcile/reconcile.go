@@ -56,8 +56,10 @@ const (
 	ReasonSpareUnneeded = "spare_unneeded"
 )
 
-// notFailures are end reasons that say nothing bad about renting.
-var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true, ReasonSpareUnneeded: true}
+// notFailures are end reasons that say nothing bad about renting (no_slot:
+// a healthy candidate that came when every slot was taken).
+var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true, ReasonSpareUnneeded: true,
+	wire.ReasonNoSlot: true}
 
 // Config builds a Loop.
 type Config struct {

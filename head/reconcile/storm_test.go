@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -119,5 +120,23 @@ func TestSlowFailuresBounded(t *testing.T) {
 	// Default 10 failures per 2 h: at most 2×10 over 4 h plus those in flight.
 	if got, max := len(cl.cands), 2*10+3; got > max {
 		t.Errorf("candidates rented in 4 h of enroll timeouts = %d, want at most %d", got, max)
+	}
+}
+
+// TestNoSlotIsNotAFailure: a healthy candidate ended because every slot
+// was taken (a spare that enrolled late) says nothing bad about renting:
+// it neither rents spares nor pauses renting.
+func TestNoSlotIsNotAFailure(t *testing.T) {
+	cl := &fakeCluster{}
+	for i := 0; i < 12; i++ {
+		cl.cands = append(cl.cands, ended(fmt.Sprintf("s%d", i), "gpu", wire.ReasonNoSlot, time.Minute))
+	}
+	l := New(Config{Cluster: cl, NodeTypes: map[string]wire.NodeType{"gpu": {MinWorkers: 2, MaxWorkers: 4}}, Now: func() time.Time { return t0 }})
+	res, err := l.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created["gpu"] != 2 {
+		t.Errorf("created %v, want 2 (the deficit, no spare, no pause)", res.Created)
 	}
 }
