@@ -181,6 +181,9 @@ func (c *Client) do(ctx context.Context, op, method, path string, q url.Values, 
 		if err != nil {
 			final = fmt.Errorf("vast %s: %w", op, err)
 		} else {
+			// vast's text could quote the key it refused: never pass it on.
+			// (scrubbed before cutting, so no prefix of it survives either).
+			data = bytes.ReplaceAll(data, []byte(c.cfg.Key.Reveal()), []byte("[api key]"))
 			final = &APIError{Op: op, Status: status, Msg: errorText(data)}
 		}
 		if attempt >= c.cfg.Retries || !pol.retry(status, err != nil) {

@@ -1,11 +1,15 @@
 package vast
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rayvast/rayvast/internal/secret"
 )
@@ -83,5 +87,27 @@ func TestHostileInstanceFields(t *testing.T) {
 	}
 	if r.PublicIP != "" || r.Running {
 		t.Errorf("get 7 = %+v, want no IP and not running", r)
+	}
+}
+
+// TestErrorEchoingKeyIsScrubbed: an error answer that quotes the key (an
+// API saying which key it refused) reaches neither the error nor the log.
+func TestErrorEchoingKeyIsScrubbed(t *testing.T) {
+	for _, st := range []int{401, 503} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(st)
+			io.WriteString(w, `{"success":false,"error":"auth","msg":"bad key `+testKey+`"}`)
+		}))
+		var logs bytes.Buffer
+		c, err := NewClient(ClientConfig{BaseURL: srv.URL, Key: secret.New(testKey), Retries: 1,
+			Log: slog.New(slog.NewTextHandler(&logs, nil)), Sleep: func(context.Context, time.Duration) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.ListInstances(context.Background())
+		srv.Close()
+		if err == nil || strings.Contains(err.Error(), testKey) || strings.Contains(logs.String(), testKey) {
+			t.Errorf("HTTP %d: err %v, logs %q: want an error without the key", st, err, logs.String())
+		}
 	}
 }
