@@ -1,14 +1,15 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -20,7 +21,7 @@ type ServeConfig struct {
 	NodeTypes map[string]wire.NodeType
 	StateDir  string // for the down marker
 	// Firewall guards Ports (A and B) with nftables table inet
-	// FirewallTable (default "rayvast") when true.
+	// FirewallTable (default TableForStateDir(StateDir)) when true.
 	Firewall      bool
 	FirewallTable string
 	Ports         []int
@@ -38,13 +39,16 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.FirewallTable == "" {
+		cfg.FirewallTable = TableForStateDir(cfg.StateDir)
+	}
 	var fw *firewall.Firewall
 	if cfg.Firewall {
 		fw, err = firewall.Open(ctx, firewall.Config{Table: cfg.FirewallTable, Ports: cfg.Ports, Nft: cfg.Nft, Log: cfg.Log.With("part", "firewall")})
 		if err != nil {
 			return nil, err
 		}
-	} else if table := cmp.Or(cfg.FirewallTable, "rayvast"); firewall.Exists(ctx, table, cfg.Nft) {
+	} else if table := cfg.FirewallTable; firewall.Exists(ctx, table, cfg.Nft) {
 		// Left by a run with the firewall on that did not stop cleanly; not
 		// removed here, since it may be another head's on this machine.
 		cfg.Log.Warn("firewall off, but nftables table inet "+table+" of an earlier run still guards its ports; "+
@@ -67,4 +71,27 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 			cfg.Log.Warn("firewall", "err", err)
 		}
 	}, nil
+}
+
+// TableForStateDir names the nftables table of the head whose state is dir:
+// "rayvast_" and the first 12 hex digits of its app id, so two heads on one
+// machine (or `head down` of another cluster) never replace or remove each
+// other's table. "rayvast" when dir holds no readable state.
+func TableForStateDir(dir string) string {
+	st, err := statedir.Load(dir)
+	if err != nil {
+		return "rayvast"
+	}
+	return TableFor(st.AppID)
+}
+
+// TableFor is TableForStateDir of a loaded state's app id.
+func TableFor(appID string) string {
+	if len(appID) < 12 {
+		return "rayvast"
+	}
+	if _, err := hex.DecodeString(appID[:12]); err != nil {
+		return "rayvast"
+	}
+	return "rayvast_" + appID[:12]
 }

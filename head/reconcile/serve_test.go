@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -62,5 +64,37 @@ func TestStartServeWarnsOfLeftoverTable(t *testing.T) {
 				t.Errorf("firewall off changed nftables: %q", s)
 			}
 		}
+	}
+}
+
+// TestFirewallTablePerCluster: each head's table is named after its state
+// (app id), so a second head on the machine, or `head down` of another
+// cluster, never replaces or removes this head's table.
+func TestFirewallTablePerCluster(t *testing.T) {
+	var dirs []string
+	for i := 0; i < 2; i++ {
+		dir := filepath.Join(t.TempDir(), "state")
+		if err := statedir.Init(statedir.Options{Dir: dir, IP: "127.0.0.1", Cluster: "c"}); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	a, b := TableForStateDir(dirs[0]), TableForStateDir(dirs[1])
+	if a == b || !strings.HasPrefix(a, "rayvast_") || len(a) > 32 {
+		t.Errorf("tables %q and %q: want distinct rayvast_<app id> names", a, b)
+	}
+	if got := TableForStateDir(t.TempDir()); got != "rayvast" {
+		t.Errorf("table of a dir without state = %q, want rayvast", got)
+	}
+	reg, _, h := newAdmin(t)
+	var scripts []string
+	nft := func(_ context.Context, s string) error { scripts = append(scripts, s); return nil }
+	stop, err := StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End, StateDir: dirs[0], Firewall: true, Ports: []int{8443, 8444}, Nft: nft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if len(scripts) == 0 || !strings.Contains(scripts[0], "table inet "+a+" {") || !strings.Contains(scripts[len(scripts)-1], "delete table inet "+a) {
+		t.Errorf("serve's nft scripts do not use table %s: %q", a, scripts)
 	}
 }
