@@ -68,7 +68,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (mutual TLS heartbeats), e.g. 203.0.113.1:8444")
 	fs.StringVar(&f.provider, "provider", "none", "none (external provider via the admin API), docker or vast")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast): on, off, or auto (on with --provider vast)")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast_<app id prefix>): on, off, or auto (on with --provider vast)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
 			"Serves port A (/bootstrap, /ca.pem, /enroll), port B (/heartbeat, /report) and\n"+
@@ -149,6 +149,10 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	cluster := cfg.Cluster
 	if cluster == "" {
 		cluster = st.Cluster
+	} else if st.Cluster != "" && st.Cluster != cluster {
+		// Rentals are found by a label naming the cluster: a renamed cluster
+		// would no longer see, and so never end, the rentals it made.
+		return fmt.Errorf("config cluster %q differs from the state dir's %q (head init --cluster); rentals are labelled with it, keep one name", cluster, st.Cluster)
 	}
 
 	reg, err := registry.Open(registry.Config{Path: st.Path(statedir.Registry), Log: log})
