@@ -11,6 +11,11 @@ import (
 // free: each accepts a listener right after Free returns.
 func TestFree(t *testing.T) {
 	elo, ehi := ephemeral()
+	lo, hi := window()
+	outside := hi < elo || lo > ehi
+	if !outside {
+		t.Logf("the ephemeral range %d-%d leaves no span of 1024 ports outside it: ports come from inside", elo, ehi)
+	}
 	ports := Free(t, "127.0.0.1", 64)
 	if len(ports) != 64 {
 		t.Fatalf("got %d ports, want 64", len(ports))
@@ -21,7 +26,7 @@ func TestFree(t *testing.T) {
 			t.Errorf("port %d twice", p)
 		}
 		seen[p] = true
-		if p >= elo && p <= ehi {
+		if outside && p >= elo && p <= ehi {
 			t.Errorf("port %d lies in the ephemeral range %d-%d", p, elo, ehi)
 		}
 		if p < lowest {
