@@ -4,6 +4,7 @@ and a tiny fake admin API on a Unix socket (the real wire: HTTP/1.1, JSON)."""
 import http.server
 import json
 import os
+import shutil
 import socketserver
 import sys
 import tempfile
@@ -120,6 +121,7 @@ class ProviderTest(unittest.TestCase):
     def tearDown(self):
         self.srv.shutdown()
         self.srv.server_close()
+        shutil.rmtree(self.dir, ignore_errors=True)  # one dir per test was left in /tmp
 
     def test_is_a_ray_node_provider(self):
         self.assertIsInstance(self.p, StubNodeProvider)
