@@ -47,11 +47,30 @@ type blocked []wire.BlockEntry
 
 func (b blocked) Entries() []wire.BlockEntry { return b }
 
+// lockedBuffer is the tests' log sink: TestRentUnder429 logs from four
+// goroutines at once, and a bare bytes.Buffer is not safe for that.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 type env struct {
 	fake   *fakevast.Server
 	clock  *fakeClock
 	be     *launches
-	logs   *bytes.Buffer
+	logs   *lockedBuffer
 	client *Client
 }
 
@@ -62,7 +81,7 @@ func newEnv(t *testing.T, offers []fakevast.Offer, minInterval time.Duration) *e
 	fake := fakevast.New(fakevast.Config{Key: testKey, Offers: offers, StartDelay: 10 * time.Second, MinInterval: minInterval, Backend: be, Now: clk.Now})
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
-	logs := &bytes.Buffer{}
+	logs := &lockedBuffer{}
 	c, err := NewClient(ClientConfig{BaseURL: srv.URL, Key: secret.New(testKey), Log: slog.New(slog.NewTextHandler(logs, nil)),
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Add(d); return nil }})
 	if err != nil {
