@@ -123,14 +123,17 @@ func exitCode(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
 // TestRunRetriesThenRejected proves the binary retries /enroll on 503,
 // stops at the first 403, prints the reason, and exits 1.
 func TestRunRetriesThenRejected(t *testing.T) {
-	var h *fakeHead
-	h = newFakeHead(t, func(w http.ResponseWriter, r *http.Request) {
+	// The handler counts for itself: reading h from it raced (for the race
+	// detector) with the assignment below, ordered only through the agent.
+	var tries atomic.Int32
+	h := newFakeHead(t, func(w http.ResponseWriter, r *http.Request) {
+		n := tries.Add(1)
 		var req wire.EnrollRequest
 		if err := wire.Decode(r.Body, wire.MaxBody, &req); err != nil || req.JoinToken != testToken {
 			w.WriteHeader(http.StatusBadRequest) // the token must survive the agent's re-exec
 			return
 		}
-		if h.calls.Load() < 3 {
+		if n < 3 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
