@@ -6,20 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // clock is a settable time source; tests move it instead of sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = fakeclock.Clock
 
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-func newClock() *clock               { return &clock{t: t0} }
+func newClock() *clock { return fakeclock.New(t0) }
 func entry(id, class, reason string, until time.Time) wire.BlockEntry {
 	return wire.BlockEntry{HostID: id, Class: class, Reason: reason, Until: until}
 }
@@ -37,7 +33,7 @@ func TestAddDurations(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.class, func(t *testing.T) {
 			c := newClock()
-			l := New(c.now)
+			l := New(c.Now)
 			if got := l.Add("h", tt.class, "r"); got != tt.want {
 				t.Fatalf("Add = %+v, want %+v", got, tt.want)
 			}
@@ -72,9 +68,9 @@ func TestAddAgain(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClock()
-			l := New(c.now)
+			l := New(c.Now)
 			l.Add("h", tt.first, "first")
-			c.add(tt.after)
+			c.Add(tt.after)
 			if got := l.Add("h", tt.then, "second"); got != tt.want {
 				t.Fatalf("Add = %+v, want %+v", got, tt.want)
 			}
@@ -89,7 +85,7 @@ func TestAddAgain(t *testing.T) {
 // leave memory.
 func TestExpiry(t *testing.T) {
 	c := newClock()
-	l := New(c.now)
+	l := New(c.Now)
 	l.Add("net", wire.BlockNetwork, wire.ReasonPortCheck)
 	l.Add("sec", wire.BlockSecurity, wire.ReasonSecurityCheck)
 	l.Add("", wire.BlockSecurity, "ignored")
@@ -101,18 +97,18 @@ func TestExpiry(t *testing.T) {
 	if got := l.Entries(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Entries = %+v, want %+v", got, want)
 	}
-	c.add(24*time.Hour - time.Nanosecond)
+	c.Add(24*time.Hour - time.Nanosecond)
 	if _, ok := l.Blocked("net"); !ok {
 		t.Fatal("network entry gone before its day is up")
 	}
-	c.add(time.Nanosecond)
+	c.Add(time.Nanosecond)
 	if _, ok := l.Blocked("net"); ok {
 		t.Fatal("network entry still blocks at its expiry")
 	}
 	if got := l.Entries(); !reflect.DeepEqual(got, want[1:]) {
 		t.Fatalf("Entries = %+v, want %+v", got, want[1:])
 	}
-	c.add(30 * 24 * time.Hour)
+	c.Add(30 * 24 * time.Hour)
 	if got := l.Entries(); len(got) != 0 {
 		t.Fatalf("Entries = %+v, want none", got)
 	}
@@ -126,7 +122,7 @@ func TestExpiry(t *testing.T) {
 
 // Entries come sorted by host ID.
 func TestEntriesSorted(t *testing.T) {
-	l := New(newClock().now)
+	l := New(newClock().Now)
 	for _, id := range []string{"c", "a", "b"} {
 		l.Add(id, wire.BlockNetwork, wire.ReasonEgress)
 	}
@@ -142,7 +138,7 @@ func TestEntriesSorted(t *testing.T) {
 // Concurrent use is safe (run with -race).
 func TestConcurrent(t *testing.T) {
 	c := newClock()
-	l := New(c.now)
+	l := New(c.Now)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
@@ -151,7 +147,7 @@ func TestConcurrent(t *testing.T) {
 				l.Add(id, wire.BlockNetwork, "r")
 				l.Blocked(id)
 				l.Entries()
-				c.add(time.Minute)
+				c.Add(time.Minute)
 			}
 		})
 	}

@@ -20,19 +20,15 @@ import (
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/ratelimit"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/portcheck"
 	"github.com/rayvast/rayvast/internal/secret"
+	"github.com/rayvast/rayvast/internal/syncbuf"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+type clock = fakeclock.Clock
 
 // testHead is port A on 127.0.0.1 with real TLS and a real port check.
 type testHead struct {
@@ -46,13 +42,7 @@ type testHead struct {
 	destroyed map[string]string // candidate -> reason
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuf = syncbuf.Buffer
 
 var nodeTypes = map[string]wire.NodeType{
 	"gpu1":  {GPUs: 1, MaxWorkers: 8, Resources: map[string]float64{"a100": 1}, Labels: map[string]string{"zone": "x"}},
@@ -66,7 +56,7 @@ func newHead(t testing.TB) *testHead { return newHeadAt(t, "") }
 
 // newHeadAt keeps the registry at statePath ("" = in memory).
 func newHeadAt(t testing.TB, statePath string) *testHead {
-	clk := &clock{t: time.Now()}
+	clk := fakeclock.New(time.Now())
 	ca, _, err := pki.NewCA(nil, "test", clk.Now())
 	if err != nil {
 		t.Fatal(err)

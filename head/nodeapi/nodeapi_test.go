@@ -13,17 +13,12 @@ import (
 
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+type clock = fakeclock.Clock
 
 type portB struct {
 	url string
@@ -34,7 +29,7 @@ type portB struct {
 }
 
 func newPortB(t testing.TB) *portB {
-	clk := &clock{t: time.Now()}
+	clk := fakeclock.New(time.Now())
 	ca, _, err := pki.NewCA(nil, "test", clk.Now())
 	if err != nil {
 		t.Fatal(err)

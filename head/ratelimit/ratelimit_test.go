@@ -6,19 +6,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/fakeclock"
 )
 
 // clock is a settable time source; tests move it instead of sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = fakeclock.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func newClock() *clock { return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
 
 // refuse is what the head does with one refusal: 429 if limited, else count
 // it and answer 403. It returns true for a normal answer.
@@ -34,7 +29,7 @@ func refuse(l *Limiter, key string) bool {
 func TestBurstThenLimited(t *testing.T) {
 	for _, burst := range []int{1, 10} {
 		t.Run(strconv.Itoa(burst), func(t *testing.T) {
-			l := New(burst, time.Minute, newClock().now)
+			l := New(burst, time.Minute, newClock().Now)
 			for i := range burst {
 				if !refuse(l, "198.51.100.1") {
 					t.Fatalf("refusal %d limited, want the first %d answered normally", i+1, burst)
@@ -53,25 +48,25 @@ func TestBurstThenLimited(t *testing.T) {
 // restores the whole burst but no more.
 func TestRefill(t *testing.T) {
 	c := newClock()
-	l := New(10, time.Minute, c.now)
+	l := New(10, time.Minute, c.Now)
 	for range 10 {
 		l.Note("k")
 	}
 	if !l.Limited("k") {
 		t.Fatal("not limited after the burst")
 	}
-	c.add(time.Minute - time.Nanosecond)
+	c.Add(time.Minute - time.Nanosecond)
 	if !l.Limited("k") {
 		t.Fatal("a token came back before the period was over")
 	}
-	c.add(time.Nanosecond)
+	c.Add(time.Nanosecond)
 	if !refuse(l, "k") {
 		t.Fatal("no token after one period")
 	}
 	if refuse(l, "k") {
 		t.Fatal("two tokens after one period")
 	}
-	c.add(3*time.Minute + 30*time.Second) // 3.5 periods: 3 tokens, half a period kept
+	c.Add(3*time.Minute + 30*time.Second) // 3.5 periods: 3 tokens, half a period kept
 	for i := range 3 {
 		if !refuse(l, "k") {
 			t.Fatalf("token %d of 3 missing", i+1)
@@ -80,11 +75,11 @@ func TestRefill(t *testing.T) {
 	if refuse(l, "k") {
 		t.Fatal("a fourth token after 3.5 periods")
 	}
-	c.add(30 * time.Second) // the kept half period completes
+	c.Add(30 * time.Second) // the kept half period completes
 	if !refuse(l, "k") {
 		t.Fatal("the partial period was lost")
 	}
-	c.add(time.Hour)
+	c.Add(time.Hour)
 	got := 0
 	for refuse(l, "k") {
 		got++
@@ -96,7 +91,7 @@ func TestRefill(t *testing.T) {
 
 // Keys do not share buckets.
 func TestKeysIndependent(t *testing.T) {
-	l := New(10, time.Minute, newClock().now)
+	l := New(10, time.Minute, newClock().Now)
 	for range 10 {
 		l.Note("a")
 	}
@@ -116,10 +111,10 @@ func TestKeysIndependent(t *testing.T) {
 // A clock that steps back neither refills nor breaks the bucket.
 func TestClockBackwards(t *testing.T) {
 	c := newClock()
-	l := New(2, time.Minute, c.now)
+	l := New(2, time.Minute, c.Now)
 	l.Note("k")
 	l.Note("k")
-	c.add(-time.Hour)
+	c.Add(-time.Hour)
 	if !l.Limited("k") {
 		t.Fatal("a backwards step refilled the bucket")
 	}
@@ -128,7 +123,7 @@ func TestClockBackwards(t *testing.T) {
 // 100k distinct keys never hold more than the cap, and a key just noted is
 // still tracked (the evicted ones are the least recently seen).
 func TestMemoryBound(t *testing.T) {
-	l := New(10, time.Minute, newClock().now)
+	l := New(10, time.Minute, newClock().Now)
 	for i := range 100_000 {
 		l.Note("10.0." + strconv.Itoa(i))
 		if n := l.tracked(); n > DefaultMaxKeys {
@@ -150,9 +145,9 @@ func TestMemoryBound(t *testing.T) {
 // memory.
 func TestFullBucketsDropped(t *testing.T) {
 	c := newClock()
-	l := New(10, time.Minute, c.now)
+	l := New(10, time.Minute, c.Now)
 	l.Note("k")
-	c.add(time.Minute)
+	c.Add(time.Minute)
 	if l.Limited("k") {
 		t.Fatal("limited after refill")
 	}
@@ -164,14 +159,14 @@ func TestFullBucketsDropped(t *testing.T) {
 // Concurrent use is safe (run with -race).
 func TestConcurrent(t *testing.T) {
 	c := newClock()
-	l := New(10, time.Second, c.now)
+	l := New(10, time.Second, c.Now)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
 			for j := range 500 {
 				k := strconv.Itoa((i + j) % 7)
 				refuse(l, k)
-				c.add(time.Millisecond * 100)
+				c.Add(time.Millisecond * 100)
 			}
 		})
 	}
@@ -180,7 +175,7 @@ func TestConcurrent(t *testing.T) {
 
 // At the cap the least recently noted key goes, not one still active.
 func TestEvictsLeastRecent(t *testing.T) {
-	l := New(2, time.Minute, newClock().now)
+	l := New(2, time.Minute, newClock().Now)
 	l.maxKeys = 3
 	for _, k := range []string{"a", "b", "c"} {
 		l.Note(k)
@@ -202,7 +197,7 @@ func TestEvictsLeastRecent(t *testing.T) {
 // key exactly burst are answered normally.
 func TestRefuseAtomic(t *testing.T) {
 	for range 20 {
-		l := New(10, time.Minute, newClock().now)
+		l := New(10, time.Minute, newClock().Now)
 		start := make(chan struct{})
 		var ok atomic.Int32
 		var wg sync.WaitGroup

@@ -10,18 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = fakeclock.Clock
 
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-func newClock() *clock               { return &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
+func newClock() *clock { return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
 func open(t *testing.T, path string, c *clock) *Registry {
 	t.Helper()
 	r, err := Open(Config{Path: path, Now: c.Now})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/syncbuf"
 	"github.com/rayvast/rayvast/internal/testport"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -51,22 +52,7 @@ type cluster struct {
 	admin   *http.Client
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 // newCluster makes the network, runs `head init` and starts `head serve`
 // with the given provider ("docker" or "none").

@@ -12,11 +12,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rayvast/rayvast/agent/guestapi"
+	"github.com/rayvast/rayvast/internal/syncbuf"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -27,13 +27,7 @@ func tool(t *testing.T, args ...string) (string, string, int) {
 	return strings.TrimSpace(out.String()), errb.String(), code
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuf = syncbuf.Buffer
 
 // TestOperatorHowTo is the README's how-to, end to end: make an issuer key,
 // name it in the host's sys-config, grant a colleague guest:logs for an

@@ -1,7 +1,6 @@
 package vast
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,22 +11,14 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/secret"
+	"github.com/rayvast/rayvast/internal/syncbuf"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type fakeClock = fakeclock.Clock
 
 type launches struct {
 	mu sync.Mutex
@@ -49,22 +40,7 @@ func (b blocked) Entries() []wire.BlockEntry { return b }
 
 // lockedBuffer is the tests' log sink: TestRentUnder429 logs from four
 // goroutines at once, and a bare bytes.Buffer is not safe for that.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 type env struct {
 	fake   *fakevast.Server
@@ -76,7 +52,7 @@ type env struct {
 
 func newEnv(t *testing.T, offers []fakevast.Offer, minInterval time.Duration) *env {
 	t.Helper()
-	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
 	be := &launches{m: map[int64]fakevast.Launch{}}
 	fake := fakevast.New(fakevast.Config{Key: testKey, Offers: offers, StartDelay: 10 * time.Second, MinInterval: minInterval, Backend: be, Now: clk.Now})
 	srv := httptest.NewServer(fake.Handler())

@@ -11,19 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/fakeclock"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type clock = fakeclock.Clock
 
 // memBackend records launches.
 type memBackend struct {
@@ -71,7 +63,7 @@ func (a api) call(method, path, body string) (int, map[string]any) {
 // the 64 identical ports → list by label → destroy → 404; the backend got the
 // env without the "-p" keys and the command; the offer is rented meanwhile.
 func TestLifecycle(t *testing.T) {
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
 	be := &memBackend{launches: map[int64]Launch{}, stopped: map[int64]bool{}}
 	s := New(Config{Key: "k", StartDelay: 10 * time.Second, Backend: be, Now: clk.Now, Offers: DefaultOffers(2)})
 	srv := httptest.NewServer(s.Handler())
@@ -135,7 +127,7 @@ func TestLifecycle(t *testing.T) {
 // than MinInterval give 429 (plain text, as vast), other endpoints are not
 // affected, and after the interval it answers again.
 func TestAuthAndRateLimit(t *testing.T) {
-	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
 	s := New(Config{Key: "k", MinInterval: time.Second, Now: clk.Now})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
