@@ -220,7 +220,7 @@ func TestHeadBinary(t *testing.T) {
 	if st := adminDo(t, adm, "DELETE", "/v1/candidates/"+c2.CandidateID, nil, nil); st != 204 {
 		t.Errorf("DELETE: %d", st)
 	}
-	if st, body, _ := fakeagent.Post(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 1, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"forbidden"}` {
+	if st, body, _ := fakeagent.Post(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 2, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"forbidden"}` {
 		t.Errorf("heartbeat after DELETE: %d %s, want 403 forbidden", st, body)
 	}
 
@@ -382,7 +382,7 @@ func enrollOK(t *testing.T, baseA string, pool *x509.CertPool, ip, inst, token s
 
 func heartbeat(t *testing.T, c *http.Client, baseB, inst string, seq int64) {
 	t.Helper()
-	hb := wire.Heartbeat{Version: 1, InstanceID: inst, Seq: seq, Ray: wire.RayStatus{State: wire.RayRunning, PID: 7}, HealthToken: "health.token." + inst}
+	hb := wire.Heartbeat{Version: 2, InstanceID: inst, Seq: seq, Ray: wire.RayStatus{State: wire.RayRunning, PID: 7}, HealthToken: "health.token." + inst}
 	st, body, err := fakeagent.Post(context.Background(), c, baseB+"/heartbeat", hb)
 	if err != nil || st != 200 || !strings.Contains(string(body), `"action":"none"`) {
 		t.Fatalf("heartbeat %d: %d %s %v", seq, st, body, err)

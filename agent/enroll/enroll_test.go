@@ -134,7 +134,7 @@ func TestTLSConfigPinsOnlyTheCA(t *testing.T) {
 }
 
 func okBundle() wire.EnrollResponse {
-	return wire.EnrollResponse{Version: 1, NodeCert: "C", NodeKey: "K", CACert: "A", ClusterToken: "T", AppID: "app",
+	return wire.EnrollResponse{Version: 2, NodeCert: "C", NodeKey: "K", CACert: "A", ClusterToken: "T", AppID: "app",
 		Ray: wire.RayParams{HeadAddress: "127.0.0.1:6379"}, Heartbeat: wire.HeartbeatParams{Port: 1, IntervalS: 30}}
 }
 
@@ -177,7 +177,7 @@ func TestEnrollRetries(t *testing.T) {
 			hc := HTTPClient(TLSConfig(ca.cert, addr.Addr(), nil), 5*time.Second)
 			url := "https://" + addr.String() + "/enroll"
 			got, err := backoff.Retry(context.Background(), cfg, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
-				return Enroll(ctx, hc, url, wire.EnrollRequest{Version: 1, InstanceID: "i"})
+				return Enroll(ctx, hc, url, wire.EnrollRequest{Version: 2, InstanceID: "i"})
 			})
 			if calls.Load() != c.wantCalls {
 				t.Errorf("calls = %d, want %d", calls.Load(), c.wantCalls)

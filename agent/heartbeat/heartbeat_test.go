@@ -188,7 +188,7 @@ func TestRunHeadUnreachable(t *testing.T) {
 func TestReport(t *testing.T) {
 	f := &fakePortB{}
 	hc, url := setup(t, f)
-	err := Report(context.Background(), hc, url, wire.Report{Version: 1, InstanceID: "inst-1", Event: wire.EventRayExited, Detail: "exit 3"})
+	err := Report(context.Background(), hc, url, wire.Report{Version: 2, InstanceID: "inst-1", Event: wire.EventRayExited, Detail: "exit 3"})
 	if err != nil {
 		t.Fatal(err)
 	}

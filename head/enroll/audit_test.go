@@ -60,7 +60,7 @@ func TestOversizeIs413(t *testing.T) {
 	}{
 		{"garbage with length", bytes.Repeat([]byte("x"), 70<<10), false},
 		{"garbage chunked", bytes.Repeat([]byte("x"), 70<<10), true},
-		{"json then 64 KiB of junk", append([]byte(`{"version":1}`), bytes.Repeat([]byte("!"), 65<<10)...), false},
+		{"json then 64 KiB of junk", append([]byte(`{"version":2}`), bytes.Repeat([]byte("!"), 65<<10)...), false},
 		{"just over", bytes.Repeat([]byte(" "), wire.MaxBody+1), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestOversizeIs413(t *testing.T) {
 		})
 	}
 	// Exactly 64 KiB is allowed: it is judged on its content (400 here).
-	exact := append([]byte(`{"version":1}`), bytes.Repeat([]byte(" "), wire.MaxBody-len(`{"version":1}`))...)
+	exact := append([]byte(`{"version":2}`), bytes.Repeat([]byte(" "), wire.MaxBody-len(`{"version":2}`))...)
 	if st, body := h.post(t, "127.0.4.2", exact); st != 400 {
 		t.Errorf("64 KiB body: %d %s, want 400", st, body)
 	}
@@ -197,7 +197,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	h.post(t, "127.0.8.2", a2.Request("sec-bad", tok2.Reveal(), 1))
 	_, tok3, a3 := h.candidate(t, "sec-ref", "127.0.8.3", "gpu1", fakeagent.Answer)
 	h.post(t, "127.0.8.4", a3.Request("sec-ref", tok3.Reveal(), 1)) // wrong source ip
-	h.post(t, "127.0.8.3", []byte(`{"version":1,"instance_id":"sec-ref","join_token":"`+tok3.Reveal()+`","gpus":"x"}`))
+	h.post(t, "127.0.8.3", []byte(`{"version":2,"instance_id":"sec-ref","join_token":"`+tok3.Reveal()+`","gpus":"x"}`))
 	logs := h.logs.String()
 	keyBody := strings.Split(resp.NodeKey, "\n")[1]
 	for name, s := range map[string]string{
@@ -311,7 +311,7 @@ func TestPortCheckTarget(t *testing.T) {
 		ports[i] = 30000 + 3*i
 	}
 	ok := wire.Check{OK: true}
-	body, _ := json.Marshal(wire.EnrollRequest{Version: 1, InstanceID: "pc", JoinToken: tok.Reveal(), GPUs: 0, Ports: ports,
+	body, _ := json.Marshal(wire.EnrollRequest{Version: 2, InstanceID: "pc", JoinToken: tok.Reveal(), GPUs: 0, Ports: ports,
 		PortKey: base64.StdEncoding.EncodeToString(make([]byte, 32)),
 		Checks:  wire.Checks{Capabilities: ok, Netns: ok, Shm: ok, Egress: wire.EgressCheck{OK: true, IP: "192.0.2.7"}}})
 	req := httptest.NewRequest("POST", "/enroll", bytes.NewReader(body))

@@ -196,7 +196,7 @@ func TestMalformed(t *testing.T) {
 	good := func() wire.EnrollRequest { return a.Request("inst-m", tok.Reveal(), 1) }
 	enc := func(r wire.EnrollRequest) []byte { b, _ := json.Marshal(r); return b }
 	mut := func(f func(*wire.EnrollRequest)) []byte { r := good(); f(&r); return enc(r) }
-	withField := bytes.Replace(enc(good()), []byte(`{"version":1`), []byte(`{"version":1,"extra":true`), 1)
+	withField := bytes.Replace(enc(good()), []byte(`{"version":2`), []byte(`{"version":2,"extra":true`), 1)
 	for _, c := range []struct {
 		name string
 		body []byte
@@ -214,7 +214,7 @@ func TestMalformed(t *testing.T) {
 		{"port 65536", mut(func(r *wire.EnrollRequest) { r.Ports[0] = 65536 }), 400},
 		{"bad port key", mut(func(r *wire.EnrollRequest) { r.PortKey = "short" }), 400},
 		{"bad instance id", mut(func(r *wire.EnrollRequest) { r.InstanceID = "../x" }), 400},
-		{"oversize", append([]byte(`{"version":1,"instance_id":"`), bytes.Repeat([]byte("a"), 70<<10)...), 413},
+		{"oversize", append([]byte(`{"version":2,"instance_id":"`), bytes.Repeat([]byte("a"), 70<<10)...), 413},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if st, body := h.post(t, "127.0.0.6", c.body); st != c.want {

@@ -34,9 +34,9 @@ func FuzzEnrollBody(f *testing.F) {
 	for i := range ports {
 		ports[i] = 20000 + i
 	}
-	good, _ := json.Marshal(wire.EnrollRequest{Version: 1, InstanceID: "i1", JoinToken: strings.Repeat("A", 43), GPUs: 1,
+	good, _ := json.Marshal(wire.EnrollRequest{Version: 2, InstanceID: "i1", JoinToken: strings.Repeat("A", 43), GPUs: 1,
 		Ports: ports, PortKey: "c2VjcmV0LXBvcnQta2V5LTMyLWJ5dGVzLWxvbmchISE="})
-	for _, seed := range [][]byte{good, []byte("{}"), []byte(`{"version":1,"ports":[1,1]}`), []byte("null"), []byte(`[]`), nil} {
+	for _, seed := range [][]byte{good, []byte("{}"), []byte(`{"version":2,"ports":[1,1]}`), []byte("null"), []byte(`[]`), nil} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -93,7 +93,7 @@ func (p *portB) post(t testing.TB, from string, cert *tls.Certificate, path stri
 }
 
 func hb(inst string) wire.Heartbeat {
-	return wire.Heartbeat{Version: 1, InstanceID: inst, Seq: 1, Ray: wire.RayStatus{State: wire.RayRunning, PID: 9}, HealthToken: "tok.en.sig"}
+	return wire.Heartbeat{Version: 2, InstanceID: inst, Seq: 1, Ray: wire.RayStatus{State: wire.RayRunning, PID: 9}, HealthToken: "tok.en.sig"}
 }
 
 // TestHeartbeatMatrix proves every per-request check of SPEC §7: only the
@@ -135,7 +135,7 @@ func TestHeartbeatMatrix(t *testing.T) {
 				var body any = hb(c.body)
 				want := c.want
 				if path == "/report" {
-					body = wire.Report{Version: 1, InstanceID: c.body, Event: wire.EventStopping}
+					body = wire.Report{Version: 2, InstanceID: c.body, Event: wire.EventStopping}
 					if want == 200 {
 						want = 204
 					}
@@ -168,7 +168,7 @@ func TestHeartbeatBadBody(t *testing.T) {
 	}{
 		{"garbage", []byte("{"), 400},
 		{"version 2", []byte(`{"version":2,"instance_id":"i1"}`), 400},
-		{"unknown field", []byte(`{"version":1,"instance_id":"i1","x":1}`), 400},
+		{"unknown field", []byte(`{"version":2,"instance_id":"i1","x":1}`), 400},
 		{"oversize", []byte(`{"instance_id":"` + strings.Repeat("a", 70<<10) + `"}`), 413},
 	} {
 		if st, body := p.post(t, "127.0.3.1", &c1, "/heartbeat", c.body); st != c.want {

@@ -7,6 +7,16 @@
 // Protocol history (Version):
 //
 //	1: first version: enroll, heartbeat, report, admin API v1.
+//	2: enroll request gains gpu_models, ray_version, python_version; the
+//	   bundle gains candidate_id, node_type, ray.node_name, ray.num_cpus;
+//	   rejection reasons gpu_model, ray_version, shared_ip; report events
+//	   ray_restarted and ray_crashloop; an enrollment retry with the same
+//	   token and port_key is answered (SPEC §6 step 2). Config gains
+//	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
+//	   provider and max_dph_total.
+//
+// Head and agent must speak the same version: the head serves the agent it
+// was built with at /bootstrap, and refuses any other version with 400.
 //
 // Fields that carry secrets are plain strings here because this is the wire.
 // Types holding them redact themselves in %v and slog (see redact.go); code
@@ -14,7 +24,7 @@
 package wire
 
 // Version is the single protocol version spoken by head and agent.
-const Version = 1
+const Version = 2
 
 // Environment variable names of the rental request (SPEC §2).
 const (

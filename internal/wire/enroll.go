@@ -29,8 +29,9 @@ type Checks struct {
 
 // CheckReport is what `agent check` prints.
 type CheckReport struct {
-	Checks Checks `json:"checks"`
-	GPUs   int    `json:"gpus"`
+	Checks    Checks   `json:"checks"`
+	GPUs      int      `json:"gpus"`
+	GPUModels []string `json:"gpu_models"`
 }
 
 // EnrollRequest is the body of POST /enroll (SPEC §6).
@@ -40,8 +41,14 @@ type EnrollRequest struct {
 	JoinToken  string `json:"join_token"` // secret
 	Checks     Checks `json:"checks"`
 	GPUs       int    `json:"gpus"`
-	Ports      []int  `json:"ports"`
-	PortKey    string `json:"port_key"` // secret, base64 of 32 bytes
+	// GPUModels are the Model: lines of /proc/driver/nvidia/gpus/*/information.
+	GPUModels []string `json:"gpu_models"`
+	// RayVersion and PythonVersion are what the found Python reports
+	// (ray.__version__, platform.python_version()); the head judges them.
+	RayVersion    string `json:"ray_version"`
+	PythonVersion string `json:"python_version"`
+	Ports         []int  `json:"ports"`
+	PortKey       string `json:"port_key"` // secret, base64 of 32 bytes
 }
 
 var instanceIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -66,6 +73,17 @@ func (r *EnrollRequest) Validate() error {
 	}
 	if r.GPUs < 0 {
 		return fmt.Errorf("gpus must not be negative")
+	}
+	if len(r.GPUModels) > 64 {
+		return fmt.Errorf("gpu_models: at most 64 entries")
+	}
+	for _, m := range r.GPUModels {
+		if len(m) > 128 {
+			return fmt.Errorf("gpu_models: an entry is longer than 128 bytes")
+		}
+	}
+	if len(r.RayVersion) > 64 || len(r.PythonVersion) > 64 {
+		return fmt.Errorf("ray_version and python_version: at most 64 bytes")
 	}
 	if err := ValidatePorts(r.Ports); err != nil {
 		return err
@@ -102,8 +120,11 @@ const (
 
 	ReasonSecurityCheck = "security_check"
 	ReasonGPUCount      = "gpu_count"
+	ReasonGPUModel      = "gpu_model"
 	ReasonEgress        = "egress"
+	ReasonRayVersion    = "ray_version"
 	ReasonPortCheck     = "port_check"
+	ReasonSharedIP      = "shared_ip"
 	ReasonNoSlot        = "no_slot"
 )
 
@@ -122,6 +143,8 @@ type EnrollResponse struct {
 	ClusterToken string          `json:"cluster_token"` // secret
 	AppID        string          `json:"app_id"`
 	AppRootKey   string          `json:"app_root_key"` // secret, base64 of 32 bytes
+	CandidateID  string          `json:"candidate_id"` // Ray's RAY_CLOUD_INSTANCE_ID
+	NodeType     string          `json:"node_type"`    // Ray's RAY_NODE_TYPE_NAME
 	Shim         *Shim           `json:"shim"`
 	Ray          RayParams       `json:"ray"`
 	GuestAPI     GuestAPIGrant   `json:"guest_api"`
@@ -138,6 +161,7 @@ type Shim struct {
 type RayParams struct {
 	HeadAddress              string             `json:"head_address"`
 	NodeIPAddress            string             `json:"node_ip_address"`
+	NodeName                 string             `json:"node_name"` // the instance id
 	NodeManagerPort          int                `json:"node_manager_port"`
 	ObjectManagerPort        int                `json:"object_manager_port"`
 	RuntimeEnvAgentPort      int                `json:"runtime_env_agent_port"`
@@ -146,6 +170,7 @@ type RayParams struct {
 	MetricsExportPort        int                `json:"metrics_export_port"`
 	WorkerPorts              []int              `json:"worker_ports"`
 	NumGPUs                  int                `json:"num_gpus"`
+	NumCPUs                  int                `json:"num_cpus"` // the head's cap; the agent may pass fewer
 	Resources                map[string]float64 `json:"resources"`
 	Labels                   map[string]string  `json:"labels"`
 }

@@ -46,6 +46,8 @@ type Report struct {
 
 // Report events the agent sends.
 const (
-	EventRayExited = "ray_exited"
-	EventStopping  = "stopping"
+	EventRayExited    = "ray_exited"
+	EventRayRestarted = "ray_restarted"
+	EventRayCrashloop = "ray_crashloop" // the head ends the node at once
+	EventStopping     = "stopping"
 )

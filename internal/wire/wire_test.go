@@ -34,27 +34,28 @@ func samples() map[string]any {
 	code := 0
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	return map[string]any{
-		"enroll_request": EnrollRequest{Version: 1, InstanceID: "12345", JoinToken: tok,
-			Checks: Checks{Egress: EgressCheck{OK: true, IP: "203.0.113.7"}}, GPUs: 1, Ports: ports()[:3], PortKey: pkey},
-		"enroll_response": EnrollResponse{Version: 1, NodeCert: "PEM", NodeKey: "PEM", CACert: "PEM",
-			ClusterToken: "ct", AppID: "app", AppRootKey: "key",
-			Ray: RayParams{HeadAddress: "198.51.100.1:6379", NodeIPAddress: "203.0.113.7", NodeManagerPort: 60000,
-				WorkerPorts: []int{60010, 60011}, NumGPUs: 1, Resources: map[string]float64{"a100": 1}, Labels: map[string]string{"zone": "x"}},
+		"enroll_request": EnrollRequest{Version: 2, InstanceID: "12345", JoinToken: tok,
+			Checks: Checks{Egress: EgressCheck{OK: true, IP: "203.0.113.7"}}, GPUs: 1, GPUModels: []string{"NVIDIA A100-SXM4-80GB"}, RayVersion: "2.53.0", PythonVersion: "3.11.7", Ports: ports()[:3], PortKey: pkey},
+		"enroll_response": EnrollResponse{Version: 2, NodeCert: "PEM", NodeKey: "PEM", CACert: "PEM",
+			ClusterToken: "ct", AppID: "app", AppRootKey: "key", CandidateID: "c1", NodeType: "gpu1",
+			Ray: RayParams{HeadAddress: "198.51.100.1:6379", NodeIPAddress: "203.0.113.7", NodeName: "12345", NodeManagerPort: 60000,
+				WorkerPorts: []int{60010, 60011}, NumGPUs: 1, NumCPUs: 1, Resources: map[string]float64{"a100": 1}, Labels: map[string]string{"zone": "x"}},
 			GuestAPI:  GuestAPIGrant{Port: 60063, GuestAPIPolicy: GuestAPIPolicy{AnonymousScopes: []string{"guest:health"}, ExternalIssuers: []Issuer{{Name: "ops", PublicKeys: []string{"ab"}}}}},
 			Heartbeat: HeartbeatParams{Port: 8444, IntervalS: 30}},
 		"error_refused":     ErrorBody{Error: ErrRefused},
 		"error_rejected":    ErrorBody{Error: ErrRejected, Reason: ReasonPortCheck},
-		"heartbeat":         Heartbeat{Version: 1, InstanceID: "12345", Seq: 7, Ray: RayStatus{State: RayExited, PID: 42, ExitCode: &code}, HealthToken: "h.t.s"},
+		"heartbeat":         Heartbeat{Version: 2, InstanceID: "12345", Seq: 7, Ray: RayStatus{State: RayExited, PID: 42, ExitCode: &code}, HealthToken: "h.t.s"},
 		"heartbeat_reply":   HeartbeatReply{IntervalS: 30, Action: ActionNone},
-		"report":            Report{Version: 1, InstanceID: "12345", Event: EventRayExited, Detail: "exit 0"},
+		"report":            Report{Version: 2, InstanceID: "12345", Event: EventRayExited, Detail: "exit 0"},
 		"candidate_request": CandidateRequest{NodeType: "gpu1", InstanceID: "12345", PublicIP: "203.0.113.7"},
 		"candidate_created": CandidateCreated{CandidateID: "c1", JoinToken: tok, Env: map[string]string{EnvJoinToken: tok}},
 		"candidate":         Candidate{CandidateID: "c1", NodeType: "gpu1", State: StateRunning, CreatedAt: t0, UpdatedAt: t0},
 		"node":              Node{InstanceID: "12345", CandidateID: "c1", NodeType: "gpu1", PublicIP: "203.0.113.7", State: StateEnrolled, Serial: "0a", EnrolledAt: t0, LastHeartbeat: &t0, Health: HealthHealthy},
 		"block_entry":       BlockEntry{HostID: "h1", Class: BlockSecurity, Reason: ReasonSecurityCheck, Until: t0},
-		"config": Config{Cluster: "c", Ray: RayHead{HeadAddress: "198.51.100.1:6379"},
-			NodeTypes: map[string]NodeType{"gpu1": {GPUs: 1, MaxWorkers: 2, Resources: map[string]float64{}, Labels: map[string]string{}}},
-			GuestAPI:  GuestAPIPolicy{AnonymousScopes: []string{}, ExternalIssuers: []Issuer{}}},
+		"config": Config{Cluster: "c", Ray: RayHead{HeadAddress: "198.51.100.1:6379", Version: "2.53.0", PythonVersion: "3.11"},
+			NodeTypes: map[string]NodeType{"gpu1": {GPUs: 1, GPUModel: "A100", CPUs: 8, MaxWorkers: 2, Resources: map[string]float64{}, Labels: map[string]string{}}},
+			GuestAPI:  GuestAPIPolicy{AnonymousScopes: []string{}, ExternalIssuers: []Issuer{}},
+			Provider:  &ProviderConfig{Kind: "vast", Image: "rayproject/ray:2.53.0-gpu", NodeTypes: map[string]OfferSpec{"gpu1": {GPUName: "RTX 4090", MaxDPH: 0.5}}}, MaxDPHTotal: 2},
 		"app_file":   AppFile{AppID: "app", AppRootKey: "key", PublicTCBInfo: true},
 		"sys_config": SysConfig{GuestAgentAPI: &GuestAPIPolicy{AnonymousScopes: []string{"guest:version"}}},
 	}
@@ -109,11 +110,11 @@ func TestDecodeStrict(t *testing.T) {
 		name, body string
 		ok         bool
 	}{
-		{"ok", `{"version":1}`, true},
+		{"ok", `{"version":2}`, true},
 		{"ok trailing space", "{\"version\":1}\n  ", true},
-		{"unknown field", `{"version":1,"x":2}`, false},
+		{"unknown field", `{"version":2,"x":2}`, false},
 		{"wrong type", `{"version":"1"}`, false},
-		{"trailing data", `{"version":1}{}`, false},
+		{"trailing data", `{"version":2}{}`, false},
 		{"truncated", `{"version":`, false},
 		{"garbage", `nope`, false},
 		{"empty", ``, false},
@@ -135,13 +136,17 @@ func TestDecodeStrict(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	good := func() EnrollRequest {
-		return EnrollRequest{Version: 1, InstanceID: "i-1", JoinToken: tok, Ports: ports(), PortKey: pkey}
+		return EnrollRequest{Version: 2, InstanceID: "i-1", JoinToken: tok, Ports: ports(), PortKey: pkey}
 	}
 	if r := good(); r.Validate() != nil {
 		t.Fatalf("good request refused: %v", r.Validate())
 	}
 	for name, mut := range map[string]func(*EnrollRequest){
-		"version 2":        func(r *EnrollRequest) { r.Version = 2 },
+		"version 1":        func(r *EnrollRequest) { r.Version = 1 },
+		"version 3":        func(r *EnrollRequest) { r.Version = 3 },
+		"65 gpu models":    func(r *EnrollRequest) { r.GPUModels = make([]string, 65) },
+		"long gpu model":   func(r *EnrollRequest) { r.GPUModels = []string{strings.Repeat("x", 129)} },
+		"long ray version": func(r *EnrollRequest) { r.RayVersion = strings.Repeat("9", 65) },
 		"empty id":         func(r *EnrollRequest) { r.InstanceID = "" },
 		"id 65 chars":      func(r *EnrollRequest) { r.InstanceID = strings.Repeat("a", 65) },
 		"id with slash":    func(r *EnrollRequest) { r.InstanceID = "a/b" },
