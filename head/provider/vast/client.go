@@ -221,13 +221,21 @@ func (c *Client) do(ctx context.Context, k call) error {
 		timeout = c.cfg.CreateTimeout
 	}
 	for attempt := 0; ; attempt++ {
-		if err := c.pacer.Wait(ctx, k.ep); err != nil {
+		done, err := c.pacer.Wait(ctx, k.ep)
+		if err != nil {
 			return fmt.Errorf("vast %s: %w", k.op, err)
 		}
 		status, data, err := c.once(ctx, timeout, k.method, u.String(), payload)
-		if status != http.StatusTooManyRequests {
+		if status == http.StatusTooManyRequests {
+			wait := c.pacer.Limited(k.ep)
+			c.cfg.Log.Info("vast rate limit, backing off", "op", k.op, "attempt", attempt+1, "wait", wait.String())
+		} else {
 			c.pacer.OK(k.ep)
 		}
+		if err == nil && status/100 >= 5 && k.pol.retry(status, false) {
+			c.pacer.Delay(k.ep, c.cfg.MinBackoff) // 5xx: retry soon, a few times
+		}
+		done()
 		if err == nil && status/100 == 2 {
 			if k.out == nil {
 				return nil
@@ -252,15 +260,9 @@ func (c *Client) do(ctx context.Context, k call) error {
 		if attempt >= c.cfg.Retries || !k.pol.retry(status, err != nil) {
 			return final
 		}
-		wait := c.cfg.MinBackoff // 5xx: retry soon, a few times
-		if status == http.StatusTooManyRequests {
-			wait = c.pacer.Limited(k.ep) // the pacer's next slot is the wait
-			c.cfg.Log.Info("vast rate limit, backing off", "op", k.op, "attempt", attempt+1, "wait", wait.String())
-			continue
-		}
-		c.cfg.Log.Warn("vast call failed, retrying", "op", k.op, "status", status, "attempt", attempt+1, "wait", wait.String(), "err", final)
-		if err := c.cfg.Sleep(ctx, wait); err != nil {
-			return fmt.Errorf("vast %s: %w", k.op, err)
+		// The wait is the pacer's next slot for this endpoint.
+		if status != http.StatusTooManyRequests {
+			c.cfg.Log.Warn("vast call failed, retrying", "op", k.op, "status", status, "attempt", attempt+1, "err", final)
 		}
 	}
 }

@@ -48,16 +48,19 @@ func (l Limits) Scale(f float64) Limits {
 	return out
 }
 
-// Pacer is the account's one request scheduler: each endpoint's requests
-// leave at least its interval apart (plus slack, for the network's jitter
-// between our clock and vast's), in the order they asked, and a 429 pushes
-// that endpoint's next slot out, doubling while 429s repeat.
+// Pacer is the account's one request scheduler. Each endpoint has one
+// request in flight at a time, and the next leaves at least its interval
+// after the previous one's answer came back: vast received that request
+// before it answered, so the two are at least the interval apart at vast
+// whatever the network did to either. A 429 pushes the endpoint's next
+// slot out, doubling while 429s repeat.
 type Pacer struct {
 	lim   Limits
 	now   func() time.Time
 	sleep func(context.Context, time.Duration) error
 
 	mu      sync.Mutex
+	turn    map[string]chan struct{} // one request in flight per endpoint
 	next    map[string]time.Time
 	strikes map[string]int
 	sent    map[string]int
@@ -65,32 +68,49 @@ type Pacer struct {
 
 // NewPacer returns a pacer; now and sleep are injected for tests.
 func NewPacer(lim Limits, now func() time.Time, sleep func(context.Context, time.Duration) error) *Pacer {
-	return &Pacer{lim: lim, now: now, sleep: sleep,
+	return &Pacer{lim: lim, now: now, sleep: sleep, turn: map[string]chan struct{}{},
 		next: map[string]time.Time{}, strikes: map[string]int{}, sent: map[string]int{}}
 }
 
+// interval is the endpoint's interval plus 2% (clocks differ a little).
 func (p *Pacer) interval(ep string) time.Duration {
 	iv := p.lim.Interval[ep]
-	// 5% + 20 ms keeps two requests apart at vast even when the first was
-	// delayed on the way and the second was not.
-	return iv + iv/20 + min(iv, 20*time.Millisecond)
+	return iv + iv/50
 }
 
-// Wait blocks until ep's next slot and takes it.
-func (p *Pacer) Wait(ctx context.Context, ep string) error {
+// Wait blocks until it is ep's turn and its next slot has come; the
+// request is then sent, and done called once its answer is in.
+func (p *Pacer) Wait(ctx context.Context, ep string) (done func(), err error) {
 	p.mu.Lock()
-	now := p.now()
-	at := p.next[ep]
-	if at.Before(now) {
-		at = now
+	t := p.turn[ep]
+	if t == nil {
+		t = make(chan struct{}, 1)
+		p.turn[ep] = t
 	}
-	p.next[ep] = at.Add(p.interval(ep))
+	p.mu.Unlock()
+	select {
+	case t <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	d := p.next[ep].Sub(p.now())
 	p.sent[ep]++
 	p.mu.Unlock()
-	if d := at.Sub(now); d > 0 {
-		return p.sleep(ctx, d)
+	if d > 0 {
+		if err := p.sleep(ctx, d); err != nil {
+			<-t
+			return nil, err
+		}
 	}
-	return nil
+	return func() {
+		p.mu.Lock()
+		if at := p.now().Add(p.interval(ep)); at.After(p.next[ep]) {
+			p.next[ep] = at
+		}
+		p.mu.Unlock()
+		<-t
+	}, nil
 }
 
 // maxBackoff bounds the wait after repeated 429s.
@@ -114,6 +134,18 @@ func (p *Pacer) Limited(ep string) time.Duration {
 		p.next[ep] = at
 	}
 	return d
+}
+
+// Delay moves ep's next slot to at least now + d (a 5xx: retry soon, but
+// never sooner than vast's interval).
+func (p *Pacer) Delay(ep string, d time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if at := now.Add(d); at.After(p.next[ep]) {
+		p.next[ep] = at
+	}
+	return p.next[ep].Sub(now)
 }
 
 // OK records an answer that was not a 429: the backoff starts over.

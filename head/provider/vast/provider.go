@@ -91,7 +91,11 @@ func New(opts provider.Options, block Blocklist) (provider.Provider, error) {
 			return nil, fmt.Errorf("vast provider: %s %s: %w", EnvSettings, path, err)
 		}
 	}
-	return NewFromSettings(opts, block, st)
+	p, err := NewFromSettings(opts, block, st)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return p, nil
 }
 
 // NewFromSettings builds the provider from settings given as a value (the
