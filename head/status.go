@@ -8,10 +8,13 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
+	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -53,9 +56,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func printStatus(w io.Writer, cands []wire.Candidate, nodes []wire.Node, now time.Time) {
 	age := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tAGE\tREASON")
+	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tAGE\t$/H\tCOST\tREASON")
 	for _, x := range cands {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.CandidateID, x.NodeType, dash(x.InstanceID), dash(x.PublicIP), dash(x.HostID), x.State, age(x.CreatedAt), dash(x.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.CandidateID, x.NodeType, dash(x.InstanceID), dash(x.PublicIP), dash(x.HostID), x.State, age(x.CreatedAt),
+			dollars(x.DPHTotal, 3), dollars(metrics.Cost(x, now), 4), dash(x.Reason))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "NODE\tTYPE\tPUBLIC IP\tSTATE\tAGE\tRAY\tHEALTH\tLAST HEARTBEAT")
@@ -67,6 +71,33 @@ func printStatus(w io.Writer, cands []wire.Candidate, nodes []wire.Node, now tim
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.InstanceID, n.NodeType, n.PublicIP, n.State, age(n.EnrolledAt), dash(n.Ray.State), n.Health, hb)
 	}
 	tw.Flush()
+	printMoney(w, metrics.Spending(cands, now))
+}
+
+// printMoney writes the cluster's $/hour, per node type, and the spend so
+// far (failed candidates' rentals included).
+func printMoney(w io.Writer, m metrics.Money) {
+	fmt.Fprintf(w, "\nCOST  cluster $%.3f/h", m.ClusterDPH)
+	for _, n := range sortedTypes(m.NodeTypeDPH) {
+		fmt.Fprintf(w, "  %s $%.3f/h", n, m.NodeTypeDPH[n])
+	}
+	fmt.Fprintf(w, "  spent so far $%.4f\n", m.Spend)
+}
+
+func sortedTypes(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func dollars(v float64, prec int) string {
+	if v == 0 {
+		return "-"
+	}
+	return "$" + strconv.FormatFloat(v, 'f', prec, 64)
 }
 
 func dash(s string) string {

@@ -33,6 +33,8 @@ type CandidatePatch struct {
 	InstanceID string `json:"instance_id,omitempty"`
 	PublicIP   string `json:"public_ip,omitempty"`
 	HostID     string `json:"host_id,omitempty"`
+	// DPHTotal is the rental's price in $/hour, as the provider charges it.
+	DPHTotal float64 `json:"dph_total,omitempty"`
 }
 
 // CandidateCreated answers POST /v1/candidates with 201. Env holds the
@@ -54,6 +56,10 @@ type Candidate struct {
 	Reason      string    `json:"reason,omitempty"` // why it was ended or must be destroyed
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// DPHTotal is what the rental costs in $/hour (0: free or unknown);
+	// RentedAt is when its instance was recorded (billing starts).
+	DPHTotal float64    `json:"dph_total,omitempty"`
+	RentedAt *time.Time `json:"rented_at,omitempty"`
 }
 
 // Node is one entry of GET /v1/nodes.

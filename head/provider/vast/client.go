@@ -341,4 +341,3 @@ func cut(s string, n int) string {
 	}
 	return s
 }
-

@@ -234,7 +234,10 @@ func TestShowGone(t *testing.T) {
 			w.WriteHeader(404)
 			io.WriteString(w, `{"success":false,"error":"auth_error","msg":"no user for this api key"}`)
 		}, false},
-		{"404 html", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(404); io.WriteString(w, "<html>Not Found</html>") }, false},
+		{"404 html", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(404)
+			io.WriteString(w, "<html>Not Found</html>")
+		}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, _ := newTestClient(t, tt.h, nil)

@@ -113,8 +113,8 @@ type Config struct {
 	// {"success": false} before one is done (a refused destroy).
 	RefuseDestroys int
 	Backend        Backend // nil: instances run nowhere (API tests)
-	Now         func() time.Time
-	Log         *slog.Logger
+	Now            func() time.Time
+	Log            *slog.Logger
 }
 
 // Instance is the fake's record of one rental.
