@@ -241,3 +241,60 @@ func rentAll(t *testing.T, p *Provider, n int) {
 		machines[in] = true
 	}
 }
+
+// TestOneRentalPerMachine: a machine that holds a live rental of this
+// cluster is skipped (one node per public IP), also by a restarted head
+// that knows it only from the listing; once destroyed, it is rentable
+// again.
+func TestOneRentalPerMachine(t *testing.T) {
+	offers := []fakevast.Offer{
+		{ID: 1, MachineID: 77, HostID: 7, GPUName: "fake-cpu", DPHTotal: 0.10, Rentable: true, Verified: true, DirectPortCount: 100},
+		{ID: 2, MachineID: 77, HostID: 7, GPUName: "fake-cpu", DPHTotal: 0.11, Rentable: true, Verified: true, DirectPortCount: 100},
+		{ID: 3, MachineID: 88, HostID: 8, GPUName: "fake-cpu", DPHTotal: 0.50, Rentable: true, Verified: true, DirectPortCount: 100},
+	}
+	e := newEnv(t, offers, nil)
+	p := e.provider(t, "c1", nil)
+	ctx := context.Background()
+	a, err := p.Rent(ctx, rentReq("a"))
+	if err != nil || a.HostID != "7" {
+		t.Fatalf("first = %+v, %v", a, err)
+	}
+	restarted := e.provider(t, "c1", nil)
+	if _, err := restarted.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]*Provider{"same head": p, "restarted head": restarted} {
+		b, err := q.Rent(ctx, rentReq("b-"+strings.ReplaceAll(name, " ", "-")))
+		if err != nil || b.HostID != "8" {
+			t.Errorf("%s: second rent = %+v, %v; want machine 88 (77 holds a)", name, b, err)
+		}
+		if err == nil {
+			q.Destroy(ctx, b.InstanceID)
+		}
+	}
+	if err := p.Destroy(ctx, a.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Minute) // the offers of the last search are stale
+	c, err := p.Rent(ctx, rentReq("c"))
+	if err != nil || c.HostID != "7" {
+		t.Errorf("after destroy: %+v, %v; want machine 77 again", c, err)
+	}
+}
+
+// TestBudgetCapsOffer: a rental's MaxDPH (what the cluster budget leaves)
+// caps the search below the node type's max_dph.
+func TestBudgetCapsOffer(t *testing.T) {
+	e := newEnv(t, fakevast.DefaultOffers(5), nil)
+	p := e.provider(t, "c1", nil)
+	req := rentReq("a")
+	req.MaxDPH = 0.095
+	if r, err := p.Rent(context.Background(), req); err == nil {
+		t.Errorf("rented %+v at ≤ $0.095/h; every offer costs ≥ $0.10", r)
+	}
+	req.MaxDPH = 0.115
+	r, err := p.Rent(context.Background(), req)
+	if err != nil || r.DPHTotal > 0.115 || r.DPHTotal == 0 {
+		t.Errorf("rent = %+v, %v; want an offer ≤ $0.115/h with its price", r, err)
+	}
+}
