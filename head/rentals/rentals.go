@@ -191,8 +191,13 @@ func (d *Driver) End(candidateID, reason string) (wire.Candidate, error) {
 	return c, nil
 }
 
+// destroyTimeout bounds one destroy, queueing included: vast takes one
+// destroy per 3 s per account, so ending 50 candidates at once keeps the
+// last one waiting 2.5 min.
+const destroyTimeout = 5 * time.Minute
+
 func (d *Driver) destroyInstance(instanceID string, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), destroyTimeout)
 	defer cancel()
 	if err := d.cfg.Provider.Destroy(ctx, instanceID); err != nil {
 		log.Error("destroy instance", "err", err)

@@ -73,6 +73,9 @@ type Provider struct {
 	renting  map[int64]bool           // machines a Rent in flight is creating on
 	offers   offerCache
 
+	destroying map[int64]*flight
+	destroyed  map[int64]bool
+
 	searchMu sync.Mutex // one search at a time: a burst of Rents shares it
 }
 
@@ -173,7 +176,7 @@ func Open(cfg Config) (*Provider, error) {
 		cfg.Now = time.Now
 	}
 	p := &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{},
-		live: map[int64]int64{}, renting: map[int64]bool{}}
+		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{}}
 	p.list = &lister{c: cfg.Client, every: cfg.ListEvery, now: cfg.Now}
 	return p, nil
 }
@@ -394,12 +397,51 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental,
 	return r, nil
 }
 
-// Destroy implements provider.Provider.
+// Destroy implements provider.Provider. Destroys of one instance share
+// one request (the driver and the leak sweep both destroy at head down),
+// and an instance this provider destroyed is not destroyed again: each
+// destroy costs a slot of vast's 3 s interval.
 func (p *Provider) Destroy(ctx context.Context, instanceID string) error {
 	id, err := parseID(instanceID)
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	if p.destroyed[id] {
+		p.mu.Unlock()
+		return nil
+	}
+	f := p.destroying[id]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		p.destroying[id] = f
+		p.mu.Unlock()
+		f.err = p.destroy(ctx, id, instanceID)
+		p.mu.Lock()
+		delete(p.destroying, id)
+		if f.err == nil {
+			p.destroyed[id] = true
+		}
+		close(f.done)
+		p.mu.Unlock()
+		return f.err
+	}
+	p.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return fmt.Errorf("vast destroy %s: %w", instanceID, ctx.Err())
+	}
+}
+
+// flight is one destroy in progress.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+func (p *Provider) destroy(ctx context.Context, id int64, instanceID string) error {
 	if err := p.cfg.Client.DestroyInstance(ctx, id); err != nil {
 		return fmt.Errorf("vast destroy %s: %w", instanceID, err)
 	}

@@ -298,3 +298,28 @@ func TestBudgetCapsOffer(t *testing.T) {
 		t.Errorf("rent = %+v, %v; want an offer ≤ $0.115/h with its price", r, err)
 	}
 }
+
+// TestDestroyShared: the driver and the leak sweep destroying one instance
+// at once send one DELETE; a destroyed instance is not destroyed again; a
+// refused destroy is retried and the instance ends.
+func TestDestroyShared(t *testing.T) {
+	e := newEnv(t, fakevast.DefaultOffers(3), nil)
+	p := e.provider(t, "c1", nil)
+	ctx := context.Background()
+	r, err := p.Rent(ctx, rentReq("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Destroy(ctx, r.InstanceID) }()
+	}
+	wg.Wait()
+	if err := p.Destroy(ctx, r.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	if calls, _ := e.fake.Stats(); calls["DELETE /api/v0/instances/{id}/"] != 1 || len(e.fake.Live()) != 0 {
+		t.Errorf("%d DELETEs for 5 destroys of one instance, %d live; want 1 and 0", calls["DELETE /api/v0/instances/{id}/"], len(e.fake.Live()))
+	}
+}
