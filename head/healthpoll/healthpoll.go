@@ -5,16 +5,15 @@ package healthpoll
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/rayvast/rayvast/head/guestclient"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -44,49 +43,22 @@ func New(cfg Config) *Poller {
 	return &Poller{ca: cfg.CA, timeout: cfg.Timeout}
 }
 
-// Check GETs https://ip:port/prpc/v1/Health with the bearer token, verifying
-// the node cert against the CA with the node's IP as the server name (node
-// certs carry their public IP as an IP SAN). nil only on 200; a 401 is a
-// failure like any other. The error never contains the token.
+// Check GETs https://ip:port/prpc/v1/Health with the bearer token through
+// guestclient (the cluster CA only, the node's IP as the server name). nil
+// only on 200; a 401 is a failure like any other. The error never contains
+// the token.
 func (p *Poller) Check(ctx context.Context, ip string, port int, token string) error {
 	if p.ca == nil {
 		return errors.New("health poll: no cluster CA")
 	}
-	addr := net.JoinHostPort(ip, strconv.Itoa(port))
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+HealthPath, nil)
+	st, _, err := guestclient.Client{CA: p.ca, Timeout: p.timeout}.Get(ctx, ip, port, HealthPath, token)
 	if err != nil {
-		return fmt.Errorf("health poll %s: %w", addr, err)
+		return fmt.Errorf("health poll: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: p.ca, ServerName: ip, MinVersion: tls.VersionTLS12},
-		DisableKeepAlives: true,
-		Proxy:             nil,
-	}}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("health poll %s: %w", addr, stripURL(err))
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health poll %s: status %d", addr, resp.StatusCode)
+	if st != http.StatusOK {
+		return fmt.Errorf("health poll %s: status %d", net.JoinHostPort(ip, strconv.Itoa(port)), st)
 	}
 	return nil
-}
-
-// stripURL drops *url.Error's wrapper text (it holds no token, but keeps
-// errors short and stable).
-func stripURL(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			return inner
-		}
-	}
-	return err
 }
 
 // Streak counts consecutive failed polls of one node and turns them into
