@@ -45,14 +45,17 @@ func (r Reader) Log(ctx context.Context, n wire.Node, name string) ([]byte, erro
 	switch st {
 	case http.StatusOK:
 		return body, nil
-	case http.StatusUnauthorized:
-		// The token is the app's own, so a 401 means /logs is not mounted,
-		// unless Info says the switch is on (then the token was refused).
-		if info, err := r.Info(ctx, n); err == nil && info.PublicLogs {
-			return nil, fmt.Errorf("node %s refused the head's guest:logs token (401) though public_logs is on", n.InstanceID)
+	case http.StatusUnauthorized, http.StatusNotFound:
+		// With public_logs off the node mounts no /logs at all (404 behind
+		// a valid token); Info, which every node answers to guest:info,
+		// tells that apart from a log that does not exist (yet).
+		info, err := r.Info(ctx, n)
+		if err == nil && !info.PublicLogs {
+			return nil, ErrLogsOff
 		}
-		return nil, ErrLogsOff
-	case http.StatusNotFound:
+		if st == http.StatusUnauthorized {
+			return nil, fmt.Errorf("node %s refused the head's guest:logs token (401)", n.InstanceID)
+		}
 		return nil, fmt.Errorf("node %s has no %q log (404; the ray log exists once Ray is supervised)", n.InstanceID, name)
 	default:
 		return nil, fmt.Errorf("node %s: /logs/%s answered %d", n.InstanceID, name, st)

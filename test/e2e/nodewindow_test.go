@@ -67,6 +67,7 @@ func TestNodeWindow(t *testing.T) {
 			break
 		}
 	}
+	t.Logf("head node %s:\n%s", onID, out)
 	out, code = c.headCmd("node", "--state", c.state, bad.CandidateID)
 	if code != 0 || !strings.Contains(out, "ended") || !strings.Contains(out, "security") || !strings.Contains(out, "never enrolled") {
 		t.Errorf("head node of the refused candidate: exit %d:\n%s\nwant its end, the security reason and 'never enrolled'", code, out)
