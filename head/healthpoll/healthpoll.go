@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/guestclient"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // HealthPath is the v1 Health method the head polls.
@@ -59,34 +58,4 @@ func (p *Poller) Check(ctx context.Context, ip string, port int, token string) e
 		return fmt.Errorf("health poll %s: status %d", net.JoinHostPort(ip, strconv.Itoa(port)), st)
 	}
 	return nil
-}
-
-// Streak counts consecutive failed polls of one node and turns them into
-// its health: unhealthy from the threshold-th failure in a row, healthy
-// again at the first success. Not safe for concurrent use (keep one per node
-// under the registry's lock).
-type Streak struct {
-	Threshold int // failure_threshold; <1 means 1
-	failures  int
-	health    string
-}
-
-// Record notes one poll's result and returns the node's health and its
-// consecutive failure count.
-func (s *Streak) Record(err error) (health string, failures int) {
-	if err == nil {
-		s.failures, s.health = 0, wire.HealthHealthy
-		return s.health, 0
-	}
-	s.failures++
-	th := s.Threshold
-	if th < 1 {
-		th = 1
-	}
-	if s.failures >= th {
-		s.health = wire.HealthUnhealthy
-	} else if s.health == "" {
-		s.health = wire.HealthUnknown
-	}
-	return s.health, s.failures
 }
