@@ -76,7 +76,10 @@ func TestVastLoad(t *testing.T) {
 	f.waitFor(fmt.Sprintf("%d enrolled nodes", n), 25*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) >= n })
 	took := time.Since(start)
 	calls, limited := f.fake.Stats()
-	t.Logf("LOAD: %d enrolled in %s; vast 429s %d; requests per endpoint %s", n, took.Round(time.Second), limited, perMinute(calls, took))
+	// The floor: n creates at vast's 4.5 s create interval, nothing else.
+	floor := time.Duration(n-1) * fakevast.VastLimits()["create"].Interval
+	t.Logf("LOAD: %d enrolled in %s (%.2f× the %s floor of %d creates 4.5 s apart); vast 429s %d; requests per endpoint %s",
+		n, took.Round(time.Second), took.Seconds()/floor.Seconds(), floor, n, limited, perMinute(calls, took))
 	if strings.Contains(f.logs.String(), "HTTP 429") {
 		t.Errorf("a 429 reached the head as an error:\n%s", grepLines(f.logs.String(), "HTTP 429"))
 	}
@@ -91,6 +94,7 @@ func TestVastLoad(t *testing.T) {
 	t.Logf("LOAD: cluster $%.3f/h over %d candidates", spend, len(cs))
 
 	downStart := time.Now()
+	before, _ := f.fake.Stats()
 	out, err := f.run(ctx, "down", "--state", f.state, "--config", f.cfg, "--provider", "vast")
 	if err != nil {
 		t.Fatalf("head down: %v\n%s", err, out)
@@ -98,7 +102,9 @@ func TestVastLoad(t *testing.T) {
 	if live := f.fake.Live(); len(live) != 0 {
 		t.Errorf("after head down (one destroy refused): %d instances still billing", len(live))
 	}
-	t.Logf("LOAD: head down destroyed %d in %s (one destroy refused and retried)", n, time.Since(downStart).Round(time.Second))
+	after, limitedAll := f.fake.Stats()
+	t.Logf("LOAD: head down destroyed %d in %s (one destroy refused and retried; %d DELETEs, %d 429s in all)", n,
+		time.Since(downStart).Round(time.Second), after["DELETE /api/v0/instances/{id}/"]-before["DELETE /api/v0/instances/{id}/"], limitedAll)
 	f.stop()
 	if p := os.Getenv("FAKEVAST_E2E_LOGS"); p != "" {
 		_ = os.WriteFile(p, []byte(f.logs.String()), 0o600)
