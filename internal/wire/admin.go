@@ -142,6 +142,10 @@ type ProviderConfig struct {
 	Image      string               `json:"image,omitempty"`   // default image of every node type
 	DiskGB     float64              `json:"disk_gb,omitempty"` // default 16
 	NodeTypes  map[string]OfferSpec `json:"node_types,omitempty"`
+	// IntervalsS overrides vast's minimum seconds between two requests
+	// to one endpoint (search, create, show, list, destroy); the default
+	// is vast's documented limits.
+	IntervalsS map[string]float64 `json:"intervals_s,omitempty"`
 }
 
 // OfferSpec narrows the vast offer search of one node type. The GPU count

@@ -121,7 +121,11 @@ func NewFromSettings(opts provider.Options, block Blocklist, st Settings) (*Prov
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewClient(ClientConfig{BaseURL: st.BaseURL, Key: key, Log: log})
+	lim, err := limitsFrom(st.IntervalsS)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewClient(ClientConfig{BaseURL: st.BaseURL, Key: key, Log: log, Limits: &lim})
 	if err != nil {
 		return nil, fmt.Errorf("vast provider: %w", err)
 	}
@@ -131,6 +135,21 @@ func NewFromSettings(opts provider.Options, block Blocklist, st Settings) (*Prov
 	}
 	log.Info("vast provider ready", "base_url", c.base.String(), "label_prefix", p.prefix, "node_types", len(st.NodeTypes))
 	return p, nil
+}
+
+// limitsFrom applies the settings' intervals_s to vast's default limits.
+func limitsFrom(iv map[string]float64) (Limits, error) {
+	lim := DefaultLimits()
+	for ep, sec := range iv {
+		if _, known := lim.Interval[ep]; !known {
+			return lim, fmt.Errorf("vast provider: intervals_s: unknown endpoint %q (want search, create, show, list or destroy)", ep)
+		}
+		if !(sec >= 0 && sec <= 600) {
+			return lim, fmt.Errorf("vast provider: intervals_s.%s: %g s, want 0-600", ep, sec)
+		}
+		lim.Interval[ep] = time.Duration(sec * float64(time.Second))
+	}
+	return lim, nil
 }
 
 // loadKey reads the API key: VAST_API_KEY (then unset, so no child process
