@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -44,6 +45,11 @@ type Config struct {
 	// LogFiles are paths, merged into Logs.
 	LogFiles map[string]string
 	Logs     map[string]LogSource
+
+	// TrustedIP is the head's address: its health polls keep room of their
+	// own in the connection limits (see Limits). Invalid = none (standalone).
+	TrustedIP netip.Addr
+	Limits    Limits // zero fields: MaxConns, PerIPConns, UnauthHeaderTimeout
 
 	Processes func() []Process     // the process table (guest:containers); nil = none
 	TCB       func() wire.GuestTCB // Info's tcb block; called only when public_tcbinfo is on and Info is shown
