@@ -169,7 +169,7 @@ func (a *agent) guestAPI(b *bundle.Bundle, ray *rayLoop) (*guestapi.Server, erro
 		Policy:      b.GuestAPI.GuestAPIPolicy,
 		NodeCertPEM: b.NodeCertPEM, NodeKeyPEM: b.NodeKeyPEM, CACertPEM: b.CACertPEM,
 		TrustedIP: a.cfg.Head, // the head's health polls keep room of their own
-		Logs: map[string]guestapi.LogSource{"agent": a.agentLog, "ray": a.rayLog},
+		Logs:      map[string]guestapi.LogSource{"agent": a.agentLog, "ray": a.rayLog},
 		Processes: func() []guestapi.Process {
 			st := ray.Status()
 			return []guestapi.Process{{Name: "ray", PID: st.PID, State: st.State, Restarts: st.Restarts}}
