@@ -127,3 +127,28 @@ func (h *head) candidate(t *testing.T, id string) wire.Candidate {
 	t.Fatalf("candidate %s not listed", id)
 	return wire.Candidate{}
 }
+
+// TestAgentSignalDuringBackoff proves a SIGTERM to PID 1 while Ray waits
+// for its restart ends the agent at once with 128+SIGTERM (no Ray ran to
+// pass a code on), and Ray is not started again.
+func TestAgentSignalDuringBackoff(t *testing.T) {
+	f := newFlow(t)
+	f.setEnv(wire.EnvRayRestartDelay, "1h")
+	f.setEnv("FAKERAY_EXIT_AFTER", "0.3")
+	f.setEnv("FAKERAY_EXIT_CODE", "3")
+	f.start()
+	first := f.waitRecord(90 * time.Second)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(f.out.String(), `msg="restarting ray"`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never started a restart backoff")
+		}
+	}
+	f.head.waitNode(t, func(n wire.Node) bool { return n.Ray.State == wire.RayExited })
+	syscall.Kill(f.agentPID(), syscall.SIGTERM)
+	if code := f.wait(30 * time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit code %d, want %d (SIGTERM while no Ray ran)", code, 128+int(syscall.SIGTERM))
+	}
+	if rec := readRecord(t, f.record); rec.PID != first.PID {
+		t.Errorf("ray was started again (pid %d, first %d) after the stop", rec.PID, first.PID)
+	}
+}
