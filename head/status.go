@@ -40,11 +40,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var cands []wire.Candidate
 	var nodes []wire.Node
 	if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head status: %v\n", err)
+		fmt.Fprintf(stderr, "head status: %s\n", termtext.Inert(err.Error()))
 		return 1
 	}
 	if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head status: %v\n", err)
+		fmt.Fprintf(stderr, "head status: %s\n", termtext.Inert(err.Error()))
 		return 1
 	}
 	printStatus(stdout, cands, nodes, time.Now())

@@ -167,6 +167,25 @@ func summarizeLog(out []byte) string { return inert(summarize(out)) }
 // inert makes a candidate's text safe to print on the operator's terminal.
 func inert(s string) string { return termtext.Inert(s) }
 
+// inertArgs makes every text argument of a print inert: strings, errors and
+// Stringers (numbers pass as they are).
+func inertArgs(a []any) []any {
+	out := make([]any, len(a))
+	for i, v := range a {
+		switch x := v.(type) {
+		case string:
+			out[i] = inert(x)
+		case error:
+			out[i] = inert(x.Error())
+		case fmt.Stringer:
+			out[i] = inert(x.String())
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}
+
 func summarize(out []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	line := strings.TrimSpace(ansi.ReplaceAllString(lines[len(lines)-1], ""))

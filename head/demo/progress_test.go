@@ -2,6 +2,8 @@ package demo
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +125,14 @@ func TestBuildRowsInert(t *testing.T) {
 		if strings.Contains(b.String(), bad) {
 			t.Errorf("demo output holds %q:\n%q", bad, b.String())
 		}
+	}
+}
+
+// TestInertArgs: say and fail print values from Docker and the admin API
+// (strings, errors, Stringers) inert; numbers are kept for their verbs.
+func TestInertArgs(t *testing.T) {
+	got := fmt.Sprintf("%s %v %s %d %.1f", inertArgs([]any{"a\x1b[2J", errors.New("e\nforged"), time.Duration(1500) * time.Millisecond, 7, 1.25})...)
+	if want := "a?[2J e?forged 1.5s 7 1.2"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
