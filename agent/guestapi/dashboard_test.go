@@ -195,9 +195,8 @@ func TestDashboardInChromium(t *testing.T) {
 			go srv.ServeTCP(l)
 			defer srv.Close()
 			url := "http://" + l.Addr().String() + "/"
-			dom := chromium(t, bin, "--dump-dom", url)
 			shot := filepath.Join(shots, "dashboard-"+tc.name+".png")
-			chromium(t, bin, "--screenshot="+shot, "--window-size=1000,800", url)
+			dom := chromium(t, bin, "--dump-dom", "--screenshot="+shot, "--window-size=1000,800", url)
 			if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
 				t.Errorf("no screenshot at %s: %v", shot, err)
 			}
@@ -227,7 +226,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// chromium runs headless Chromium once on url with the given mode flag.
+// chromium runs headless Chromium once with args (the URL last).
 func chromium(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
