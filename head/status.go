@@ -40,11 +40,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var cands []wire.Candidate
 	var nodes []wire.Node
 	if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head status: %s\n", termtext.Inert(err.Error()))
+		fmt.Fprintf(stderr, "head status: %s\n", termtext.Field(err.Error()))
 		return 1
 	}
 	if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head status: %s\n", termtext.Inert(err.Error()))
+		fmt.Fprintf(stderr, "head status: %s\n", termtext.Field(err.Error()))
 		return 1
 	}
 	printStatus(stdout, cands, nodes, time.Now())
@@ -79,7 +79,7 @@ func row(w io.Writer, fields ...string) {
 		if i > 0 {
 			io.WriteString(w, "\t")
 		}
-		io.WriteString(w, termtext.Inert(dash(f)))
+		io.WriteString(w, termtext.Field(dash(f)))
 	}
 	io.WriteString(w, "\n")
 }

@@ -165,7 +165,7 @@ var (
 func summarizeLog(out []byte) string { return inert(summarize(out)) }
 
 // inert makes a candidate's text safe to print on the operator's terminal.
-func inert(s string) string { return termtext.Inert(s) }
+func inert(s string) string { return termtext.Field(s) }
 
 // inertArgs makes every text argument of a print inert: strings, errors and
 // Stringers (numbers pass as they are).

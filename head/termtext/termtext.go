@@ -1,6 +1,6 @@
-// Package termtext makes text from elsewhere (a provider, the admin API, a
-// node, a container's log) safe to print on the operator's terminal: `head
-// status` and `head demo` pass every field they print through Inert.
+// Package termtext makes text that came from a node, a provider or the admin
+// API safe to print on the operator's terminal: nothing a stranger wrote can
+// move the cursor, retitle the window or hide a line.
 package termtext
 
 import (
@@ -9,14 +9,23 @@ import (
 	"unicode/utf8"
 )
 
-// Inert returns s with every rune a terminal could act on replaced by '?':
-// C0 and C1 controls (ESC, BEL, CR, LF, TAB, the 8-bit CSI), format
-// characters (bidi overrides, zero-width joiners: text that displays other
-// than it reads), and bytes that are not UTF-8. A tab would also break
-// tabwriter's columns; a newline would forge a row.
-func Inert(s string) string {
+// Field is one table cell or one line: control characters (ESC, BEL, CR,
+// LF, TAB, C1 such as the 8-bit CSI), format characters (bidi overrides,
+// zero-width joiners: text that displays other than it reads) and bytes
+// that are not UTF-8 become '?'. A tab would also break tabwriter's
+// columns; a newline would forge a row.
+func Field(s string) string { return clean(s, false) }
+
+// Lines is a multi-line text such as a log: as Field, but newlines and tabs
+// are kept.
+func Lines(s string) string { return clean(s, true) }
+
+func clean(s string, keepLines bool) string {
 	return strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		if keepLines && (r == '\n' || r == '\t') {
+			return r
+		}
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
 			return '?'
 		}
 		return r
