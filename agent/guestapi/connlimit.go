@@ -104,11 +104,12 @@ func (l *guardListener) admit(c net.Conn) *guardedConn {
 		l.untrust++
 	}
 	l.conns = append(l.conns, g)
+	// Set under the lock: the timer's callback and Close read it under it.
+	g.deadline = time.AfterFunc(l.lim.HeaderTimeout, g.closeIfUnstarted)
 	l.mu.Unlock()
 	if victim != nil {
 		victim.Conn.Close()
 	}
-	g.deadline = time.AfterFunc(l.lim.HeaderTimeout, g.closeIfUnstarted)
 	return g
 }
 
@@ -157,22 +158,23 @@ func (l *guardListener) removeLocked(g *guardedConn) {
 // guardedConn is one admitted connection.
 type guardedConn struct {
 	net.Conn
-	l        *guardListener
-	key      string
-	trusted  bool
-	deadline *time.Timer
+	l       *guardListener
+	key     string
+	trusted bool
 
 	// under l.mu
+	deadline            *time.Timer
 	gone, started, auth bool
 }
 
 func (g *guardedConn) Close() error {
-	if g.deadline != nil {
-		g.deadline.Stop()
-	}
 	g.l.mu.Lock()
+	t := g.deadline
 	g.l.removeLocked(g)
 	g.l.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
 	return g.Conn.Close()
 }
 
