@@ -1,0 +1,27 @@
+package rvtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestNotInBinaries proves no shipped binary links test support.
+func TestNotInBinaries(t *testing.T) {
+	testOnly := []string{"internal/rvtest", "internal/fakeclock", "internal/syncbuf", "internal/testport"}
+	for _, pkg := range []string{"./head", "./agent", "./tools/guesttoken", "./tools/fakevast"} {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Dir = ModuleRoot(t)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, d := range strings.Fields(string(out)) {
+			for _, bad := range testOnly {
+				if d == "github.com/rayvast/rayvast/"+bad {
+					t.Errorf("%s depends on test support %s", pkg, d)
+				}
+			}
+		}
+	}
+}
