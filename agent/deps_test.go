@@ -5,9 +5,10 @@ import (
 	"debug/elf"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // MaxBinarySize is the budget for bin/agent as build.sh builds it.
@@ -57,8 +58,7 @@ func TestBinaryStaticAndSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the agent")
 	}
-	bin := filepath.Join(t.TempDir(), "agent")
-	goCmd(t, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", bin, ".")
+	bin := rvtest.Build(t, t.TempDir(), "./agent")
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)

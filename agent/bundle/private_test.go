@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rayvast/rayvast/agent/internal/enrolltest"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 func parsed(t *testing.T) *Bundle {
@@ -59,12 +60,7 @@ func TestWriteRefusesSymlinkedState(t *testing.T) {
 // TestWriteRefusesStateOwnedByOthers proves an existing state dir owned by
 // another user is refused (that user could read or swap the files).
 func TestWriteRefusesStateOwnedByOthers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to chown (CI=true)")
-		}
-		t.Skip("SKIPPED: needs root to chown a dir to another user")
-	}
+	rvtest.NeedRoot(t) // to chown a dir to another user
 	dir := filepath.Join(t.TempDir(), "state")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)

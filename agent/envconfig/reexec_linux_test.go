@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -172,12 +173,7 @@ func secretOf(v string) secret.String { return secret.New(v) }
 // (a Ray worker) cannot read the agent's /proc/PID/environ or memory once
 // the agent made itself undumpable. Root-only: both run as uid 65534.
 func TestUndumpableKeepsSameUIDOut(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to run processes as another uid (CI=true)")
-		}
-		t.Skip("SKIPPED: needs root to run processes as uid 65534")
-	}
+	rvtest.NeedRoot(t) // to run processes as uid 65534
 	// A copy of the test binary that uid 65534 may execute.
 	dir, err := os.MkdirTemp("", "envconfig-undumpable")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/internal/guestauth"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -143,12 +144,10 @@ func TestGPUSource(t *testing.T) {
 // absent, a granted one is there, and nothing outside the blocks (the
 // title included) names the app.
 func TestDashboardInChromium(t *testing.T) {
+	rvtest.NeedTools(t, "chromium") // apt-get install -y chromium
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium not installed (CI=true): apt-get install -y chromium")
-		}
-		t.Skip("SKIPPING: chromium not installed; apt-get update && apt-get install -y chromium")
+		t.Fatal(err)
 	}
 	shots := os.Getenv("RAYVAST_SCREENSHOTS")
 	if shots == "" {

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/rayvast/rayvast/internal/guestauth"
 	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -70,18 +72,12 @@ func TestUnixSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	go r.srv.ServeUnix(sock)
 	c := unixClient(sock)
-	var fi os.FileInfo
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var err error
-		if fi, err = os.Stat(sock); err == nil && fi.Mode().Perm() == 0o600 || time.Now().After(deadline) {
-			break
+	rvtest.WaitFor(t, 5*time.Second, func() error {
+		if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+			return fmt.Errorf("socket %s: %v, %v, want mode 0600", sock, fi, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if fi == nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("socket mode: %v", fi)
-	}
+		return nil
+	})
 	resp, err := c.Post("http://agent/prpc/GetKey", "application/json", strings.NewReader(`{"path":"my/app/key","algorithm":"ed25519"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rayvast/rayvast/internal/guestauth"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -185,7 +186,7 @@ func TestNewRefuses(t *testing.T) {
 		{"unknown log", func(c *Config) { c.LogFiles = map[string]string{"../etc": "/etc/passwd"} }, `log "../etc"`},
 		{"cert without key", func(c *Config) { c.NodeKeyPEM = secret.Bytes{} }, "go together"},
 	} {
-		cfg := baseConfig(t, &logBuf{})
+		cfg := baseConfig(t, &rvtest.Buffer{})
 		c.mut(&cfg)
 		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: got %v, want an error saying %q", c.name, err, c.says)
@@ -198,7 +199,7 @@ func TestNewRefuses(t *testing.T) {
 // public log and to /logs/agent, where a flood of refusals would push out
 // everything else. Reasons stay available at Debug.
 func TestRefusalsDoNotFloodTheLog(t *testing.T) {
-	var info logBuf
+	var info rvtest.Buffer
 	r := start(t, func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&info, nil)) })
 	bad := token(t, "guest:version")
 	bad = bad[:len(bad)-4] + "AAAA"

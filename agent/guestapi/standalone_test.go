@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -30,12 +32,12 @@ func writeJSONFile(t *testing.T, dir, name string, v any) string {
 
 // standalone runs `agent guest-api` in-process until the test ends and
 // returns a client for its listen address.
-func standalone(t *testing.T, app wire.AppFile, sys wire.SysConfig, extra ...string) (*running, *logBuf) {
+func standalone(t *testing.T, app wire.AppFile, sys wire.SysConfig, extra ...string) (*running, *rvtest.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	appPath, sysPath := writeJSONFile(t, dir, "app.json", app), writeJSONFile(t, dir, "sys.json", sys)
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &logBuf{}
+	stderr := &rvtest.Buffer{}
 	done := make(chan int, 1)
 	args := append([]string{"--app", appPath, "--sys-config", sysPath, "--listen", "127.0.0.1:0"}, extra...)
 	go func() { done <- RunStandalone(ctx, args, &bytes.Buffer{}, stderr) }()
@@ -46,20 +48,21 @@ func standalone(t *testing.T, app wire.AppFile, sys wire.SysConfig, extra ...str
 		}
 	})
 	re := regexp.MustCompile(`guest api listening"? addr=(\S+) tls=(\w+)`)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	var r *running
+	rvtest.WaitFor(t, 10*time.Second, func() error {
 		if m := re.FindStringSubmatch(stderr.String()); m != nil {
-			r := &running{addr: m[1], tls: m[2] == "true", logs: stderr}
-			return r, stderr
+			r = &running{addr: m[1], tls: m[2] == "true", logs: stderr}
+			return nil
 		}
 		select {
 		case code := <-done:
+			done <- code // for the clean-up's wait
 			t.Fatalf("exited %d: %s", code, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not listening: %s", stderr.String())
-		}
-	}
+		return fmt.Errorf("not listening: %s", stderr.String())
+	})
+	return r, stderr
 }
 
 func testAppFile() wire.AppFile {
@@ -76,7 +79,7 @@ func TestStandalone(t *testing.T) {
 	app.PublicLogs = true
 	r, stderr := standalone(t, app, wire.SysConfig{GuestAgentAPI: &wire.GuestAPIPolicy{
 		AnonymousScopes: []string{"guest:version", "guest:health"},
-		ExternalIssuers: baseConfig(t, &logBuf{}).Policy.ExternalIssuers}})
+		ExternalIssuers: baseConfig(t, &rvtest.Buffer{}).Policy.ExternalIssuers}})
 	if r.tls {
 		t.Fatal("TLS without identity")
 	}

@@ -4,7 +4,6 @@ package supervise
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // Two grace periods: stubborn children are SIGKILLed after shortGrace, which
@@ -204,13 +205,10 @@ func checkOrphans(t *testing.T, r *helperRun, wantParent int) {
 // namespace is delivered (the kernel drops it for a PID 1 with no handler)
 // and forwarded.
 func TestAsPID1(t *testing.T) {
+	rvtest.NeedRoot(t, "unshare")
 	unshare, err := exec.LookPath("unshare")
-	if os.Geteuid() != 0 || err != nil {
-		msg := fmt.Sprintf("SKIPPING PID 1 TEST: needs root and unshare(1) (euid %d, unshare: %v)", os.Geteuid(), err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	wrap := []string{unshare, "--pid", "--fork", "--mount-proc", "--kill-child"}
 	r := startSupervisor(t, "orphans", politeGrace, wrap)
@@ -301,13 +299,9 @@ func TestChildDiesWithSupervisor(t *testing.T) {
 	sup := field(t, r.expect("supervisor pid="), "pid")
 	child := field(t, r.expect("child ready"), "pid")
 	r.signal(sup, syscall.SIGKILL)
-	deadline := time.Now().Add(testDeadline)
-	for !deadOrZombie(t, child) {
-		if time.Now().After(deadline) {
-			unix.Kill(child, syscall.SIGKILL) // it is ours: it has not died, so its pid is not reused
-			t.Fatalf("child %d still runs %v after the supervisor was killed", child, testDeadline)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !rvtest.Until(testDeadline, func() bool { return deadOrZombie(t, child) }) {
+		unix.Kill(child, syscall.SIGKILL) // it is ours: it has not died, so its pid is not reused
+		t.Fatalf("child %d still runs %v after the supervisor was killed", child, testDeadline)
 	}
 }
 

@@ -6,16 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // clock is a settable time source; tests move it instead of sleeping.
-type clock = fakeclock.Clock
 
-func newClock() *clock { return fakeclock.New(t0) }
+func newClock() *rvtest.Clock { return rvtest.NewClock(t0) }
 func entry(id, class, reason string, until time.Time) wire.BlockEntry {
 	return wire.BlockEntry{HostID: id, Class: class, Reason: reason, Until: until}
 }

@@ -16,28 +16,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
-)
 
-// needRoot skips loudly without root, ip or nft; with CI=true it fails.
-func needRoot(t *testing.T) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	}
-	for _, tool := range []string{"ip", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil && why == "" {
-			why = tool + " not installed (apt-get install iproute2 nftables)"
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("FIREWALL TEST CANNOT RUN: %s", why)
-	}
-	t.Skipf("SKIPPING FIREWALL NETNS TEST: %s", why)
-}
+	"github.com/rayvast/rayvast/internal/rvtest"
+)
 
 var nsSeq atomic.Int64
 
@@ -148,7 +129,7 @@ func (l lab) dialFrom(t *testing.T, ns, src, dst string, port int) error {
 // allowed source IPs (v4 and v6); another port is not touched; Sync, Allow
 // and Revoke change who gets in; Close opens the ports again.
 func TestGuardsPortsInNetns(t *testing.T) {
-	needRoot(t)
+	rvtest.NeedRoot(t, "ip", "nft") // apt-get install iproute2 nftables
 	l := newLab(t)
 	portA := l.listen(t, "0.0.0.0:0")
 	portB := l.listen(t, "[::]:0")

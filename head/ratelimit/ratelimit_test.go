@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // clock is a settable time source; tests move it instead of sleeping.
-type clock = fakeclock.Clock
 
-func newClock() *clock { return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
+func newClock() *rvtest.Clock { return rvtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
 
 // refuse is what the head does with one refusal: count it, and answer 429
 // if limited, else 403. It returns true for a normal answer.

@@ -10,6 +10,7 @@ import (
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -87,10 +88,10 @@ func TestBudgetGreedyProvider(t *testing.T) {
 // waitSettled waits until a candidate is running or ended.
 func waitSettled(t *testing.T, reg *registry.Registry, id string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if c, _ := reg.Candidate(id); c.State == wire.StateRunning || c.State == wire.StateEnded {
-			return
+	rvtest.WaitFor(t, 10*time.Second, func() error {
+		if c, _ := reg.Candidate(id); c.State != wire.StateRunning && c.State != wire.StateEnded {
+			return fmt.Errorf("candidate %s is %s, never settled", id, c.State)
 		}
-	}
-	t.Fatalf("candidate %s never settled", id)
+		return nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -78,13 +79,13 @@ func (f *fakeProvider) destroyedList() []string {
 
 func waitState(t *testing.T, reg *registry.Registry, id, want string) wire.Candidate {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if c, _ := reg.Candidate(id); c.State == want {
-			return c
+	var c wire.Candidate
+	rvtest.WaitFor(t, 10*time.Second, func() error {
+		if c, _ = reg.Candidate(id); c.State != want {
+			return fmt.Errorf("candidate %s is %s, want %s", id, c.State, want)
 		}
-	}
-	c, _ := reg.Candidate(id)
-	t.Fatalf("candidate %s is %s, want %s", id, c.State, want)
+		return nil
+	})
 	return c
 }
 

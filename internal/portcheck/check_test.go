@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // A real agent on 64 loopback ports passes, on 127.0.0.1, another loopback
@@ -33,7 +35,7 @@ func TestCheckAllPortsAnswer(t *testing.T) {
 				}
 				ln.Close()
 			}
-			ports := freePorts(t, host, 64)
+			ports := rvtest.FreePorts(t, host, 64)
 			listenAgent(t, host, ports, testKey)
 			if err := Check(context.Background(), CheckConfig{}, ip, ports, testKey); err != nil {
 				t.Fatalf("Check = %v, want nil", err)
@@ -106,7 +108,7 @@ func TestCheckFailureKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ports := freePorts(t, "127.0.0.1", 64)
+			ports := rvtest.FreePorts(t, "127.0.0.1", 64)
 			bad := 37
 			listenAgent(t, "127.0.0.1", without(ports, bad), testKey)
 			if tt.handle != nil {
@@ -141,7 +143,7 @@ func assertNoKey(t *testing.T, s string) {
 // If every port accepts and says nothing, or every dial hangs, Check still
 // returns by Total even with huge per-connection timeouts.
 func TestCheckBoundedByTotal(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 64)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 64)
 	for _, p := range ports {
 		fakePort(t, "127.0.0.1", p, func(c net.Conn, _ int) { io.Copy(io.Discard, c) })
 	}
@@ -176,7 +178,7 @@ func TestCheckBoundedByTotal(t *testing.T) {
 
 // Calling with a cancelled context fails at once, naming a port.
 func TestCheckCancelledContext(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 64)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 64)
 	listenAgent(t, "127.0.0.1", ports, testKey)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -192,7 +194,7 @@ func TestCheckCancelledContext(t *testing.T) {
 // next one before the count dropped: the maximum is exact, not sampled.
 func TestCheckConcurrencyBound(t *testing.T) {
 	const bound = 4
-	ports := freePorts(t, "127.0.0.1", 64)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 64)
 	var mu sync.Mutex
 	cur, peak := 0, 0
 	for _, p := range ports {
@@ -226,7 +228,7 @@ func seededRand() io.Reader { return rand.NewChaCha8([32]byte{7}) }
 // With an injected Rand the i-th port gets the i-th 16 bytes as its nonce,
 // whatever order the connections happen in; every port's nonce differs.
 func TestCheckNoncesFromRand(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 64)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 64)
 	var mu sync.Mutex
 	got := map[int]string{}
 	for _, p := range ports {
@@ -314,7 +316,7 @@ func TestResponseKnownAnswer(t *testing.T) {
 // The first failure cancels the rest: connections in flight to silent ports
 // are dropped at once, not left to their own (here endless) timeouts.
 func TestCheckStopsAtFirstFailure(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 64)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 64)
 	var mu sync.Mutex
 	accepted := 0
 	for _, p := range ports[1:] {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // exchange sends raw bytes to port (then half-closes if asked, so the agent
@@ -40,7 +42,7 @@ func exchange(t *testing.T, port int, send string, halfClose bool) string {
 // The agent answers an exact challenge with the HMAC for the listener's own
 // port and closes; anything else is closed unanswered.
 func TestListenAnswers(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 3)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 3)
 	var logs bytes.Buffer
 	l, err := Listen("127.0.0.1", ports, testKey, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
@@ -87,7 +89,7 @@ func TestListenAnswers(t *testing.T) {
 // Listen copies the key: a caller scrubbing its slice later does not change
 // what the agent answers mid-check.
 func TestListenCopiesKey(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 1)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 1)
 	key := bytes.Clone(testKey)
 	listenAgent(t, "127.0.0.1", ports, key)
 	clear(key)
@@ -100,7 +102,7 @@ func TestListenCopiesKey(t *testing.T) {
 // A port already taken makes Listen fail naming it, and the ports opened
 // before it are released again.
 func TestListenBindFailure(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 8)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 8)
 	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[5])))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +147,7 @@ func TestListenBadArguments(t *testing.T) {
 // After Close every port refuses connections, and a connection in progress
 // is dropped rather than waited for.
 func TestListenClose(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 64)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 64)
 	l, err := listen("127.0.0.1", ports, testKey, nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +196,7 @@ func TestListenClose(t *testing.T) {
 // destroyed. When the slots are full the oldest connection is dropped for
 // the new one; the handlers stay bounded.
 func TestListenFloodBounded(t *testing.T) {
-	ports := freePorts(t, "127.0.0.1", 1)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 1)
 	l := listenAgent(t, "127.0.0.1", ports, testKey)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	var idle []net.Conn

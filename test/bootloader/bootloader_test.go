@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rayvast/rayvast/internal/testport"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // TestSuccess: under every shell and with every Python on the machine, the
@@ -229,7 +229,7 @@ func TestHeadNotUpYet(t *testing.T) {
 		s := newSetup(t, py)
 		// Outside the ephemeral range: the bootloader's own failed
 		// connects (and the parallel subtests') cannot take it meanwhile.
-		addr := testport.Addr(t, "127.0.0.1")
+		addr := rvtest.FreeAddr(t, "127.0.0.1")
 		_, port, _ := net.SplitHostPort(addr)
 		s.env["RAYVAST_PORT_A"] = port
 		s.env["RAYVAST_BOOT_TRIES"] = "60"
@@ -368,12 +368,7 @@ func TestIPv6Head(t *testing.T) {
 // TestPID1: in a new PID namespace the shell is PID 1, and the agent it execs
 // must be PID 1 too (exec, not a child).
 func TestPID1(t *testing.T) {
-	if os.Geteuid() != 0 {
-		ciFatalOrSkip(t, "TestPID1 needs root for unshare --pid")
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		ciFatalOrSkip(t, "unshare not installed (util-linux)")
-	}
+	rvtest.NeedRoot(t, "unshare") // unshare --pid (util-linux)
 	py := pythons(t)[0]
 	forEachShell(t, func(t *testing.T, sh shell) {
 		s := newSetup(t, py)

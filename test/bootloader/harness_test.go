@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // joinToken is a marker no output of the bootloader may contain.
@@ -30,14 +32,6 @@ printf '%s\n' "pid=$$" "python=$RAYVAST_PYTHON" "self=$0" "args=$*" "token=$RAYV
 `
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
-
-func ciFatalOrSkip(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true: "+format, args...)
-	}
-	t.Skipf("SKIPPING (not CI): "+format, args...)
-}
 
 func repoRoot(t testing.TB) string {
 	t.Helper()
@@ -71,9 +65,7 @@ func shells() []shell {
 func forEachShell(t *testing.T, f func(t *testing.T, sh shell)) {
 	for _, sh := range shells() {
 		t.Run(sh.name, func(t *testing.T) {
-			if _, err := exec.LookPath(sh.argv[0]); err != nil {
-				ciFatalOrSkip(t, "%s not installed (apt-get install %s)", sh.argv[0], sh.argv[0])
-			}
+			rvtest.NeedTools(t, sh.argv[0]) // apt-get install it
 			f(t, sh)
 		})
 	}

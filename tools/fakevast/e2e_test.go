@@ -33,23 +33,12 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/internal/dockerengine"
-	"github.com/rayvast/rayvast/internal/syncbuf"
-	"github.com/rayvast/rayvast/internal/testport"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
 
 const e2eKey = "fakevast-e2e-key-5b2f9d1c0a8e"
-
-type syncBuf = syncbuf.Buffer
-
-func e2eSkip(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("VAST E2E CANNOT RUN: %s", why)
-	}
-	t.Skipf("SKIPPING VAST E2E: %s", why)
-}
 
 type flow struct {
 	t                *testing.T
@@ -62,27 +51,25 @@ type flow struct {
 	fake             *fakevast.Server
 	eng              *dockerengine.Client
 	name             string
-	logs             *syncBuf
+	logs             *rvtest.Buffer
 	proc             *exec.Cmd
 	done             chan error
 	min, max         int // the node type's workers (default 2 and 3)
 }
 
 func TestVastFlow(t *testing.T) {
-	if os.Geteuid() != 0 {
-		e2eSkip(t, "not root: the flow runs Docker containers and nftables")
-	}
+	rvtest.NeedRoot(t) // the flow runs Docker containers and nftables
 	eng := dockerengine.New("")
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	if _, err := eng.Version(ctx); err != nil {
-		e2eSkip(t, "no Docker Engine: "+err.Error())
+		rvtest.Need(t, "no Docker Engine: "+err.Error())
 	}
 	repo, _ := filepath.Abs("../..")
-	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("e2e%d", os.Getpid()), logs: &syncBuf{}}
+	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("e2e%d", os.Getpid()), logs: &rvtest.Buffer{}}
 	f.build(ctx)
 	if out, err := exec.Command(f.head, "down", "--help").CombinedOutput(); err != nil {
-		e2eSkip(t, fmt.Sprintf("this head has no `head down` yet, so head/reconcile is not wired into it (%v: %s)", err, bytes.TrimSpace(out)))
+		rvtest.Need(t, fmt.Sprintf("this head has no `head down` yet, so head/reconcile is not wired into it (%v: %s)", err, bytes.TrimSpace(out)))
 	}
 	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
 	if err != nil {
@@ -210,26 +197,14 @@ func TestVastFlow(t *testing.T) {
 }
 
 func (f *flow) build(ctx context.Context) {
-	f.head, f.agent = filepath.Join(f.bin, "head"), filepath.Join(f.bin, "agent")
-	for out, pkg := range map[string]string{f.head: "./head", f.agent: "./agent"} {
-		args := []string{"build", "-trimpath", "-o", out}
-		if ov := os.Getenv("FAKEVAST_E2E_OVERLAY"); ov != "" && pkg == "./head" {
-			args = append(args, "-overlay", ov)
-		}
-		cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
-		cmd.Dir = f.repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			f.t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-		}
-	}
+	f.head, f.agent = rvtest.Build(f.t, f.bin, "./head"), rvtest.Build(f.t, f.bin, "./agent")
 }
 
 // freePort is a port on ip the head binds next, from outside the ephemeral
 // range: the port checks' connections from the gateway IP cannot take it.
 func freePort(t *testing.T, ip string) int {
 	t.Helper()
-	return testport.One(t, ip)
+	return rvtest.FreePort(t, ip)
 }
 
 func (f *flow) setup(ctx context.Context, apiURL, img string) {
@@ -326,13 +301,9 @@ func (f *flow) candidates() []wire.Candidate {
 
 func (f *flow) waitFor(what string, d time.Duration, ok func([]wire.Candidate) bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if ok(f.candidates()) {
-			f.t.Logf("reached: %s", what)
-			return
-		}
-		time.Sleep(time.Second)
+	if rvtest.Until(d, func() bool { return ok(f.candidates()) }) {
+		f.t.Logf("reached: %s", what)
+		return
 	}
 	b, _ := json.MarshalIndent(f.candidates(), "", " ")
 	f.t.Fatalf("timed out waiting for %s\ncandidates: %s\nlogs:\n%s", what, b, tail(f.logs.String(), 8000))

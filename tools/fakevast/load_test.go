@@ -25,6 +25,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
@@ -34,17 +35,15 @@ func TestVastLoad(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set FAKEVAST_LOAD=20 to measure (minutes, N containers)")
 	}
-	if os.Geteuid() != 0 {
-		e2eSkip(t, "not root: the flow runs Docker containers and nftables")
-	}
+	rvtest.NeedRoot(t) // the flow runs Docker containers and nftables
 	eng := dockerengine.New("")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	if _, err := eng.Version(ctx); err != nil {
-		e2eSkip(t, "no Docker Engine: "+err.Error())
+		rvtest.Need(t, "no Docker Engine: "+err.Error())
 	}
 	repo, _ := filepath.Abs("../..")
-	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("load%d", os.Getpid()), logs: &syncBuf{}, min: n, max: n}
+	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("load%d", os.Getpid()), logs: &rvtest.Buffer{}, min: n, max: n}
 	f.build(ctx)
 	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,7 +17,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/agent/guestapi"
-	"github.com/rayvast/rayvast/internal/syncbuf"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -26,8 +27,6 @@ func tool(t *testing.T, args ...string) (string, string, int) {
 	code := run(args, &out, &errb, time.Now, rand.Reader)
 	return strings.TrimSpace(out.String()), errb.String(), code
 }
-
-type syncBuf = syncbuf.Buffer
 
 // TestOperatorHowTo is the README's how-to, end to end: make an issuer key,
 // name it in the host's sys-config, grant a colleague guest:logs for an
@@ -105,18 +104,20 @@ func runAgent(t *testing.T, dir string, app wire.AppFile, sys any) string {
 	}
 	args := []string{"--app", write("app.json", app), "--sys-config", write("sys.json", sys), "--listen", "127.0.0.1:0"}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuf{}
+	logs := &rvtest.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- guestapi.RunStandalone(ctx, args, io.Discard, logs) }()
 	t.Cleanup(func() { cancel(); <-done })
 	re := regexp.MustCompile(`guest api listening"? addr=(\S+)`)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	var addr string
+	rvtest.WaitFor(t, 10*time.Second, func() error {
 		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			return m[1]
+			addr = m[1]
+			return nil
 		}
-	}
-	t.Fatalf("agent not listening: %s", logs.String())
-	return ""
+		return fmt.Errorf("agent not listening: %s", logs.String())
+	})
+	return addr
 }
 
 // TestMintRefuses: over an hour, unknown scopes, missing flags, a wrong key

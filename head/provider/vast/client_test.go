@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 )
 
@@ -67,7 +67,7 @@ func newTestClient(t *testing.T, h http.Handler, logBuf *bytes.Buffer) (*Client,
 	if logBuf != nil {
 		log = slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	lim := Limits{Interval: map[string]time.Duration{EpList: time.Second, EpCreate: time.Second, EpSearch: time.Second}}
 	c, err := NewClient(ClientConfig{BaseURL: srv.URL, Key: secret.New(testKey), Log: log, Limits: &lim, Now: clk.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); clk.Add(d); return nil }})

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // TestPacerSpacesFromAnswers: a second request to one endpoint leaves the
 // interval after the first one's answer (however long that took); another
 // endpoint does not wait; a 429 adds the penalty and doubles.
 func TestPacerSpacesFromAnswers(t *testing.T) {
-	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	var slept []time.Duration
 	p := NewPacer(DefaultLimits(), clk.Now, func(_ context.Context, d time.Duration) error { slept = append(slept, d); clk.Add(d); return nil })
 	ctx := context.Background()

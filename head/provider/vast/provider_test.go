@@ -11,14 +11,11 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider"
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
-	"github.com/rayvast/rayvast/internal/syncbuf"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
-
-type fakeClock = fakeclock.Clock
 
 type launches struct {
 	mu sync.Mutex
@@ -38,15 +35,11 @@ type blocked []wire.BlockEntry
 
 func (b blocked) Entries() []wire.BlockEntry { return b }
 
-// lockedBuffer is the tests' log sink: TestRentUnder429 logs from four
-// goroutines at once, and a bare bytes.Buffer is not safe for that.
-type lockedBuffer = syncbuf.Buffer
-
 type env struct {
 	fake   *fakevast.Server
-	clock  *fakeClock
+	clock  *rvtest.Clock
 	be     *launches
-	logs   *lockedBuffer
+	logs   *rvtest.Buffer
 	client *Client
 }
 
@@ -59,13 +52,13 @@ const testScale = 1e-4
 // client's (a client that does not know vast's limits).
 func newEnv(t *testing.T, offers []fakevast.Offer, clientLimits *Limits) *env {
 	t.Helper()
-	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	be := &launches{m: map[int64]fakevast.Launch{}}
 	fake := fakevast.New(fakevast.Config{Key: testKey, Offers: offers, StartDelay: 10 * time.Second, Limits: fakevast.VastLimits().Scale(testScale),
 		Backend: be, Now: clk.Now})
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
-	logs := &lockedBuffer{}
+	logs := &rvtest.Buffer{}
 	lim := DefaultLimits().Scale(testScale)
 	if clientLimits != nil {
 		lim = *clientLimits

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
@@ -156,7 +156,7 @@ func queryKeys(raw string) []string {
 // query keys and values, body fields and their JSON types.
 func TestWireMatchesCLI(t *testing.T) {
 	fx := cliFixtures(t)
-	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	offers := fakevast.DefaultOffers(30)
 	for i := range offers {
 		offers[i].GPUName = "fake cpu" // vast's names have spaces

@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
-
-type clock = fakeclock.Clock
 
 // memBackend records launches.
 type memBackend struct {
@@ -63,7 +61,7 @@ func (a api) call(method, path, body string) (int, map[string]any) {
 // the 64 identical ports → list by label → destroy → 404; the backend got the
 // env without the "-p" keys and the command; the offer is rented meanwhile.
 func TestLifecycle(t *testing.T) {
-	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	be := &memBackend{launches: map[int64]Launch{}, stopped: map[int64]bool{}}
 	s := New(Config{Key: "k", StartDelay: 10 * time.Second, Backend: be, Now: clk.Now, Offers: DefaultOffers(2), NoLimits: true})
 	srv := httptest.NewServer(s.Handler())
@@ -128,7 +126,7 @@ func TestLifecycle(t *testing.T) {
 // than MinInterval give 429 (plain text, as vast), other endpoints are not
 // affected, and after the interval it answers again.
 func TestAuthAndRateLimit(t *testing.T) {
-	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	s := New(Config{Key: "k", MinInterval: time.Second, Now: clk.Now})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
@@ -185,7 +183,7 @@ func TestSearchShapes(t *testing.T) {
 // create 4.5 s apart and 12 s more after a 429, search 10 a minute, show 2
 // s, destroy 3 s; endpoints do not share a limit.
 func TestVastLimits(t *testing.T) {
-	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	s := New(Config{Key: "k", Now: clk.Now, Offers: DefaultOffers(20)})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()

@@ -5,20 +5,10 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-
-	"github.com/rayvast/rayvast/internal/testport"
 )
 
 // testKey is distinctive so tests can grep errors and logs for it.
 var testKey = []byte("portcheck-test-key-0123456789abc")
-
-// freePorts returns n distinct ports free on host right now, from outside
-// the ephemeral range so no outgoing connection takes one before the test
-// binds it.
-func freePorts(t testing.TB, host string, n int) []int {
-	t.Helper()
-	return testport.Free(t, host, n)
-}
 
 // listenAgent runs the real agent side on ports and closes it at cleanup.
 func listenAgent(t testing.TB, host string, ports []int, key []byte) *Listeners {

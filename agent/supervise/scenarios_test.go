@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // The test binary re-runs itself as every process a scenario needs (as the
@@ -206,26 +208,27 @@ func restarterMain() int {
 // polls until the process has no children left, not even zombies, which only
 // happens if the supervisor still reaps after Done.
 func waitNoChildren() string {
-	deadline := time.Now().Add(helperDeadline)
-	for {
+	var left []string
+	var scanErr error
+	if rvtest.Until(helperDeadline, func() bool {
 		procs, err := scanProcs()
-		if err != nil {
-			return err.Error()
+		if scanErr = err; err != nil {
+			return true
 		}
-		var left []string
+		left = left[:0]
 		for _, p := range procs {
 			if p.ppid == os.Getpid() {
 				left = append(left, fmt.Sprintf("pid=%d state=%s", p.pid, p.state))
 			}
 		}
-		if len(left) == 0 {
-			return "no children"
+		return len(left) == 0
+	}) {
+		if scanErr != nil {
+			return scanErr.Error()
 		}
-		if time.Now().After(deadline) {
-			return "children left: " + strings.Join(left, ", ")
-		}
-		time.Sleep(5 * time.Millisecond)
+		return "no children"
 	}
+	return "children left: " + strings.Join(left, ", ")
 }
 
 // startErrorsMain checks Start's refusals, which need a process of their own
@@ -353,10 +356,7 @@ func detachMain() int {
 func detached() int {
 	parent := os.Getppid()
 	fmt.Println("ready")
-	deadline := time.Now().Add(helperDeadline)
-	for os.Getppid() == parent && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	rvtest.Until(helperDeadline, func() bool { return os.Getppid() != parent })
 	report("detached pid=%d ppid=%d", os.Getpid(), os.Getppid())
 	io.Copy(io.Discard, os.Stdin)
 	return 0
@@ -375,13 +375,9 @@ func orphanParent() int {
 // orphan waits to be adopted, tells who adopted it, and exits.
 func orphan() int {
 	parent, _ := strconv.Atoi(os.Getenv(envParent))
-	deadline := time.Now().Add(helperDeadline)
-	for os.Getppid() == parent {
-		if time.Now().After(deadline) {
-			report("orphan pid=%d never re-parented", os.Getpid())
-			return 1
-		}
-		time.Sleep(time.Millisecond)
+	if !rvtest.Until(helperDeadline, func() bool { return os.Getppid() != parent }) {
+		report("orphan pid=%d never re-parented", os.Getpid())
+		return 1
 	}
 	report("orphan pid=%d ppid=%d", os.Getpid(), os.Getppid())
 	return 0
@@ -391,23 +387,21 @@ func orphan() int {
 // and PPid lines (a zombie nobody reaped shows "State: Z").
 func waitGone(pid int) string {
 	path := fmt.Sprintf("/proc/%d/status", pid)
-	deadline := time.Now().Add(helperDeadline)
-	for {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			var keep []string
-			for _, l := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(l, "State:") || strings.HasPrefix(l, "PPid:") {
-					keep = append(keep, strings.Join(strings.Fields(l), " "))
-				}
-			}
-			return strings.Join(keep, " ")
-		}
-		time.Sleep(5 * time.Millisecond)
+	var b []byte
+	if rvtest.Until(helperDeadline, func() bool {
+		var err error
+		b, err = os.ReadFile(path)
+		return err != nil
+	}) {
+		return ""
 	}
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "State:") || strings.HasPrefix(l, "PPid:") {
+			keep = append(keep, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(keep, " ")
 }
 
 // blockForever parks a helper until a signal ends it (select{} alone would

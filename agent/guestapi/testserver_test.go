@@ -21,6 +21,7 @@ import (
 
 	"github.com/rayvast/rayvast/internal/guestauth"
 	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -63,26 +64,8 @@ func getPKI(t *testing.T) testPKI {
 	return pkiVal
 }
 
-// logBuf captures a server's log so tests can grep it for secrets.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // baseConfig is a server with identity, the ops issuer and no anonymous scope.
-func baseConfig(t *testing.T, logs *logBuf) Config {
+func baseConfig(t *testing.T, logs *rvtest.Buffer) Config {
 	p := getPKI(t)
 	return Config{
 		AppID: testApp, AppRootKey: secret.NewBytes(testRoot),
@@ -100,12 +83,12 @@ type running struct {
 	addr   string
 	tls    bool
 	client *http.Client
-	logs   *logBuf
+	logs   *rvtest.Buffer
 }
 
 func start(t *testing.T, mut func(*Config)) *running {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &rvtest.Buffer{}
 	cfg := baseConfig(t, logs)
 	if mut != nil {
 		mut(&cfg)
