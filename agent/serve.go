@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"github.com/rayvast/rayvast/agent/raylaunch"
 	"github.com/rayvast/rayvast/agent/supervise"
 	"github.com/rayvast/rayvast/internal/guestauth"
+	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -127,6 +127,14 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 	return code
 }
 
+// secretForms is every secret the agent holds, in every form a copy in
+// Ray's environment could take: the environment's, the bundle's, and the
+// port-check key.
+func (a *agent) secretForms(b *bundle.Bundle) []string {
+	all := append(a.cfg.Secrets(), b.Secrets()...)
+	return secret.AllForms(append(all, secret.NewBytes(a.portKey))...)
+}
+
 // rayCommand builds Ray's exec.Cmd: argv and env from raylaunch, output
 // through a pipe we copy to our stderr and /logs/ray (the supervisor wants
 // *os.File stdio: it never calls Wait, which would end copy goroutines).
@@ -135,10 +143,8 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, sta
 	argv, env := raylaunch.Command(raylaunch.Params{
 		Python: a.cfg.Python, Ray: b.Ray,
 		NodeCert: p.NodeCert, NodeKey: p.NodeKey, CACert: p.CACert, ClusterTokenPath: p.ClusterToken, ShimDir: p.ShimDir,
-		Env: os.Environ(),
-		Secrets: []string{a.cfg.JoinToken.Reveal(), a.cfg.ContainerAPIKey.Reveal(), b.ClusterToken.Reveal(),
-			base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()), string(b.AppRootKey.Reveal()),
-			base64.StdEncoding.EncodeToString(a.portKey), string(a.portKey), string(b.NodeKeyPEM.Reveal())},
+		Env:     os.Environ(),
+		Secrets: a.secretForms(b),
 	})
 	path, err := exec.LookPath(argv[0])
 	if err != nil {

@@ -40,6 +40,13 @@ type Bundle struct {
 	Heartbeat    wire.HeartbeatParams
 }
 
+// Secrets are the bundle's secrets, for scrubbing copies of them out of
+// what the agent hands on (secret.Holds). A secret field added to Bundle
+// belongs here too.
+func (b *Bundle) Secrets() []secret.Former {
+	return []secret.Former{b.NodeKeyPEM, b.ClusterToken, b.AppRootKey}
+}
+
 // Shim is a Python file put first on Ray's PYTHONPATH.
 type Shim struct {
 	Name    string

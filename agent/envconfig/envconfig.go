@@ -48,6 +48,12 @@ type Config struct {
 	Restart         Restart // Ray's restart policy knobs
 }
 
+// Secrets are the environment's secrets, for scrubbing copies of them out
+// of what the agent hands on (secret.Holds).
+func (c Config) Secrets() []secret.Former {
+	return []secret.Former{c.JoinToken, c.ContainerAPIKey}
+}
+
 // Restart holds the restart policy knobs; a zero field means the agent's
 // default (MaxRestarts is -1 when unset: 0 is a valid "never restart").
 type Restart struct {
@@ -90,10 +96,8 @@ func (s Secrets) Lookup(env func(string) (string, bool)) func(string) (string, b
 		if v, ok := s[name]; ok {
 			return v.Reveal(), true
 		}
-		for _, n := range SecretVars {
-			if n == name {
-				return "", false
-			}
+		if isSecretVar(name) {
+			return "", false
 		}
 		return env(name)
 	}

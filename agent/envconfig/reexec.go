@@ -49,21 +49,19 @@ func decodeHandover(b []byte, s Secrets) error {
 	return nil
 }
 
-// withoutCopies drops every variable whose value holds one of the secrets:
-// a copy under another name (E2E_COPY_OF_TOKEN, "Bearer <key>") would leak
-// through the new block just the same. Short values are compared whole only.
+// withoutCopies drops every variable whose value holds one of the secrets
+// (secret.Holds): a copy under another name (E2E_COPY_OF_TOKEN, "Bearer
+// <key>") would leak through the new block just the same.
 func withoutCopies(env []string, s Secrets) []string {
+	forms := make([]string, 0, len(s))
+	for _, sec := range s {
+		forms = append(forms, sec.Reveal())
+	}
 	var out []string
-next:
 	for _, kv := range env {
-		_, v, _ := strings.Cut(kv, "=")
-		for _, sec := range s {
-			x := sec.Reveal()
-			if x != "" && (v == x || len(x) >= 8 && strings.Contains(v, x)) {
-				continue next
-			}
+		if _, v, _ := strings.Cut(kv, "="); !secret.Holds(v, forms) {
+			out = append(out, kv)
 		}
-		out = append(out, kv)
 	}
 	return out
 }
