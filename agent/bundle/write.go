@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rayvast/rayvast/internal/atomicfile"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -80,7 +81,7 @@ func Write(dir string, b *Bundle, sw Switches) (Paths, error) {
 		{p.Info, append(infoJSON, '\n'), 0o644},
 	}
 	for _, f := range files {
-		if err := WriteFileAtomic(f.path, f.data, f.mode); err != nil {
+		if err := atomicfile.Write(f.path, f.data, f.mode); err != nil {
 			return p, err
 		}
 	}
@@ -91,40 +92,8 @@ func Write(dir string, b *Bundle, sw Switches) (Paths, error) {
 	if err := privateDir(p.ShimDir); err != nil {
 		return p, fmt.Errorf("write bundle: %w", err)
 	}
-	if err := WriteFileAtomic(filepath.Join(p.ShimDir, b.Shim.Name), b.Shim.Content, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(p.ShimDir, b.Shim.Name), b.Shim.Content, 0o644); err != nil {
 		return p, err
 	}
 	return p, nil
-}
-
-// WriteFileAtomic writes data to a new file next to path with mode, syncs
-// it and renames it over path: a reader sees the old file or the whole new
-// one, never a part, and a secret never exists with looser permissions.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	// CreateTemp makes the file 0600; loosen only after the data is in.
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
