@@ -73,20 +73,20 @@ func (r *LogRing) Tail(max int64) ([]byte, error) {
 
 // serveLog answers /logs/<name>. Logs exist here only when public_logs is on
 // (see mountLogs); a table name without a source is 404.
-func (s *Server) serveLog(w http.ResponseWriter, name string) {
+func (s *Server) serveLog(w http.ResponseWriter, name string) error {
 	src, ok := s.logs[name]
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_found")
-		return
+		return errNotFound
 	}
 	b, err := src.Tail(MaxLogTail)
 	if err != nil {
+		// Warn, not the refusal's Debug: the agent failed to read its own log.
 		s.cfg.Log.Warn("read log failed", "log", name, "err", err)
-		writeError(w, http.StatusNotFound, "not_found")
-		return
+		return errNotFound
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/rayvast/rayvast/internal/guestauth"
@@ -18,15 +19,15 @@ const maxKeyPath = 1024
 
 // servePRPC answers one pRPC method of a judged route. Methods take GET or
 // POST (pRPC clients use both); GetKey, which has a body, takes POST only.
-func (s *Server) servePRPC(w http.ResponseWriter, r *http.Request, rt guestauth.Route) {
+func (s *Server) servePRPC(w http.ResponseWriter, r *http.Request, rt guestauth.Route) error {
 	if rt.Name == "GetKey" {
-		if methodIs(w, r, http.MethodPost) {
-			s.getKey(w, r)
+		if err := methodIs(r, http.MethodPost); err != nil {
+			return err
 		}
-		return
+		return s.getKey(w, r)
 	}
-	if !methodIs(w, r, http.MethodGet, http.MethodPost) {
-		return
+	if err := methodIs(r, http.MethodGet, http.MethodPost); err != nil {
+		return err
 	}
 	switch rt.Name {
 	case "Version":
@@ -38,18 +39,16 @@ func (s *Server) servePRPC(w http.ResponseWriter, r *http.Request, rt guestauth.
 	case "GetAttestationForAppKey":
 		a, err := s.attest()
 		if errors.Is(err, errNoIdentity) {
-			writeError(w, http.StatusServiceUnavailable, "no_node_identity")
-			return
+			return refusal(http.StatusServiceUnavailable, "no_node_identity", err)
 		}
 		if err != nil {
-			s.cfg.Log.Error("attestation failed", "err", err)
-			writeError(w, http.StatusInternalServerError, "internal")
-			return
+			return refusal(http.StatusInternalServerError, "internal", fmt.Errorf("attestation: %w", err))
 		}
 		writeJSON(w, http.StatusOK, a)
 	default:
-		unauthorized(w) // a row without a method: fail closed
+		return unauthorized(fmt.Errorf("no method %q", rt.Name)) // fail closed
 	}
+	return nil
 }
 
 // info builds Worker.Info. The tcb block (and the TCB call behind it) exists
@@ -72,26 +71,22 @@ func (s *Server) info() wire.GuestInfo {
 
 // getKey derives an application key: seed = HKDF-SHA256(app root key, empty
 // salt, info = path). Local surface only (the route table has no remote row).
-func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getKey(w http.ResponseWriter, r *http.Request) error {
 	var req wire.GetKeyRequest
 	if err := wire.Decode(r.Body, wire.MaxBody, &req); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return refusal(http.StatusBadRequest, err.Error(), nil)
 	}
 	if req.Algorithm != algEd25519 {
-		writeError(w, http.StatusBadRequest, "algorithm must be ed25519")
-		return
+		return refusal(http.StatusBadRequest, "algorithm must be ed25519", nil)
 	}
 	if req.Path == "" || len(req.Path) > maxKeyPath {
-		writeError(w, http.StatusBadRequest, "path must be 1-1024 bytes")
-		return
+		return refusal(http.StatusBadRequest, "path must be 1-1024 bytes", nil)
 	}
 	seed, err := guestauth.DeriveSeed(s.cfg.AppRootKey.Reveal(), req.Path)
 	if err != nil {
-		s.cfg.Log.Error("get key failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal")
-		return
+		return refusal(http.StatusInternalServerError, "internal", fmt.Errorf("get key: %w", err))
 	}
 	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
 	writeJSON(w, http.StatusOK, wire.GetKeyReply{Key: hex.EncodeToString(seed), PublicKey: hex.EncodeToString(pub)})
+	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/internal/guestauth"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // Handler returns the HTTP handler of one surface: remote (TCP, vsock:
@@ -21,28 +20,24 @@ import (
 // socket: unauthenticated, all scopes, plus GetKey). Exported for tests and
 // for callers bringing their own listener plumbing.
 func (s *Server) Handler(local bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		route, found := guestauth.Lookup(r.URL.EscapedPath(), local)
 		granted, err := s.grant(r, local)
 		if !local {
 			s.judgeConn(w, r, err == nil && len(r.Header.Values("Authorization")) > 0)
 		}
 		if err != nil {
-			// Debug, like every refusal: anyone can send bad tokens, and at
-			// Info each would write a line to the public container log.
-			s.cfg.Log.Debug("guest api refused", "path", route.Path, "reason", err.Error())
-			unauthorized(w)
-			return
+			return unauthorized(err)
 		}
 		switch guestauth.Decide(route, found, granted, s.switches) {
 		case guestauth.Unauthorized:
-			s.cfg.Log.Debug("guest api refused", "found", found, "path", route.Path, "reason", "scope")
-			unauthorized(w)
+			return unauthorized(fmt.Errorf("scope for %s (found %v)", route.Path, found))
 		case guestauth.NotMounted:
-			writeError(w, http.StatusNotFound, "not_found")
+			return errNotFound
 		case guestauth.Allow:
-			s.dispatch(w, r, route, granted)
+			return s.dispatch(w, r, route, granted)
 		}
+		return unauthorized(errors.New("no decision")) // fail closed
 	})
 }
 
@@ -77,52 +72,41 @@ func scopeNames(ss []guestauth.Scope) []string {
 }
 
 // dispatch routes the judged route. It reads nothing of the path again.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt guestauth.Route, granted guestauth.Scopes) {
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt guestauth.Route, granted guestauth.Scopes) error {
 	switch rt.Kind {
 	case guestauth.KindDashboard:
-		if !methodIs(w, r, http.MethodGet, http.MethodHead) {
-			return
+		if err := methodIs(r, http.MethodGet, http.MethodHead); err != nil {
+			return err
 		}
 		s.serveDashboard(w, granted)
 	case guestauth.KindLogs:
-		if !methodIs(w, r, http.MethodGet, http.MethodHead) {
-			return
+		if err := methodIs(r, http.MethodGet, http.MethodHead); err != nil {
+			return err
 		}
-		s.serveLog(w, rt.Name)
+		return s.serveLog(w, rt.Name)
 	case guestauth.KindMetrics:
-		if !methodIs(w, r, http.MethodGet, http.MethodHead) {
-			return
+		if err := methodIs(r, http.MethodGet, http.MethodHead); err != nil {
+			return err
 		}
 		if !s.cfg.PublicSysinfo { // unmounted; Decide already said so, this is the belt
-			writeError(w, http.StatusNotFound, "not_found")
-			return
+			return errNotFound
 		}
 		s.serveMetrics(w)
 	case guestauth.KindPRPC:
-		s.servePRPC(w, r, rt)
+		return s.servePRPC(w, r, rt)
 	default:
-		unauthorized(w) // a row without a handler: fail closed
+		return unauthorized(fmt.Errorf("no handler for kind %v", rt.Kind)) // fail closed
 	}
+	return nil
 }
 
-func methodIs(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+func methodIs(r *http.Request, methods ...string) error {
 	for _, m := range methods {
 		if r.Method == m {
-			return true
+			return nil
 		}
 	}
-	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed")
-	return false
-}
-
-// unauthorized is the one 401 answer: the same bytes for every cause.
-func unauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", "Bearer")
-	writeError(w, http.StatusUnauthorized, "unauthorized")
-}
-
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, wire.ErrorBody{Error: msg})
+	return errMethod
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

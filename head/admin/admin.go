@@ -12,10 +12,10 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/rayvast/rayvast/head/answer"
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/answer"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 

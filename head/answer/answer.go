@@ -1,124 +1,30 @@
-// Package answer keeps what the head tells an HTTP client apart from what it
-// logs: a handler returns an *Error carrying the status and the client's
-// body, plus the cause for the log; one wrapper writes it and logs once.
+// Package answer is the head's way of answering HTTP requests; the code is
+// internal/answer, shared with the agent's guest API. This file forwards
+// until head/enroll and head/nodeapi import internal/answer (issue 14).
 package answer
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
-	"path"
 
-	"github.com/rayvast/rayvast/internal/wire"
+	"github.com/rayvast/rayvast/internal/answer"
 )
 
-// Error is a failed request: Status and Body go to the client, Cause and
-// Reason to the log only.
-type Error struct {
-	Status int
-	Body   any    // JSON body; nil = wire.ErrorBody{Error: http.StatusText}
-	Reason string // short, for the log
-	Cause  error  // for the log; never holds a secret
-}
+// Error is internal/answer's Error.
+type Error = answer.Error
 
-func (e *Error) Error() string {
-	if e.Cause != nil {
-		return e.Reason + ": " + e.Cause.Error()
-	}
-	return e.Reason
-}
-
-// Errorf is a shorthand for an error with a wire.ErrorBody.
 func Errorf(status int, code, reason string, cause error) *Error {
-	return &Error{Status: status, Body: wire.ErrorBody{Error: code, Reason: reason}, Reason: reason, Cause: cause}
+	return answer.Errorf(status, code, reason, cause)
 }
 
-// Func adapts a handler that returns an error. Errors are written and
-// logged once, at warn for client errors and error for server errors.
 func Func(log *slog.Logger, fn func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		err := fn(w, r)
-		if err == nil {
-			return
-		}
-		var e *Error
-		if !errors.As(err, &e) {
-			e = &Error{Status: http.StatusInternalServerError, Reason: "internal", Cause: err}
-		}
-		body := e.Body
-		if body == nil {
-			body = wire.ErrorBody{Error: http.StatusText(e.Status)}
-		}
-		level := slog.LevelWarn
-		if e.Status >= 500 {
-			level = slog.LevelError
-		}
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", e.Status, "reason", e.Reason}
-		if e.Cause != nil {
-			attrs = append(attrs, "err", e.Cause.Error())
-		}
-		log.Log(r.Context(), level, "request failed", attrs...)
-		JSON(w, e.Status, body)
-	}
+	return answer.Func(log, fn)
 }
 
-// JSON writes v as the JSON answer with status.
-func JSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
+func JSON(w http.ResponseWriter, status int, v any) { answer.JSON(w, status, v) }
 
-// Decode reads a strict JSON body of at most wire.MaxBody bytes into v:
-// 413 when it is larger (whatever it holds, so a declared length over the
-// limit is refused unread and a malformed body is read to its end, at most
-// the limit, before it is called malformed), 400 when it is malformed.
-func Decode(w http.ResponseWriter, r *http.Request, v any) error {
-	tooLarge := Errorf(http.StatusRequestEntityTooLarge, "too_large", "body over 64 KiB", nil)
-	if r.ContentLength > wire.MaxBody {
-		return tooLarge
-	}
-	body := http.MaxBytesReader(w, r.Body, wire.MaxBody)
-	err := wire.Decode(body, wire.MaxBody, v)
-	var mbe *http.MaxBytesError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, wire.ErrTooLarge) || errors.As(err, &mbe):
-		return tooLarge
-	}
-	if _, derr := io.Copy(io.Discard, body); errors.As(derr, &mbe) {
-		return tooLarge
-	}
-	return Errorf(http.StatusBadRequest, "bad_request", err.Error(), nil)
-}
+func Decode(w http.ResponseWriter, r *http.Request, v any) error { return answer.Decode(w, r, v) }
 
-// CleanPathsOnly answers 404 to a request whose path is not in clean form
-// ("//x", "/./x", "/a/../x", a trailing slash), where http.ServeMux would
-// redirect to the cleaned path: a path the table does not name is 404.
-func CleanPathsOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "" || p != path.Clean(p) {
-			http.NotFound(w, r)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
+func CleanPathsOnly(h http.Handler) http.Handler { return answer.CleanPathsOnly(h) }
 
-// SourceIP is the canonical source address of a request ("" if unknown).
-func SourceIP(r *http.Request) string {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return ""
-	}
-	return ap.Addr().Unmap().String()
-}
+func SourceIP(r *http.Request) string { return answer.SourceIP(r) }
