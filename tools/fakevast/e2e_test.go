@@ -31,7 +31,6 @@ import (
 
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider/docker"
-	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -185,7 +184,7 @@ func TestVastFlow(t *testing.T) {
 	if cs, _ := eng.ListContainers(ctx, fakevast.LabelServer+"="+f.name); len(cs) != 0 {
 		t.Errorf("%d containers left", len(cs))
 	}
-	if out, _ := exec.Command("nft", "list", "table", "inet", reconcile.TableForStateDir(f.state)).CombinedOutput(); !bytes.Contains(out, []byte("No such file")) {
+	if out, _ := exec.Command("nft", "list", "table", "inet", firewall.TableForStateDir(f.state)).CombinedOutput(); !bytes.Contains(out, []byte("No such file")) {
 		t.Errorf("firewall table left after the head stopped: %s", out)
 	}
 	f.checkSecrets()
@@ -249,7 +248,7 @@ func (f *flow) start() {
 		_ = cmd.Process.Kill()
 		// A killed head leaves its table: remove it (guards only this
 		// test's ephemeral ports, but do not leave it behind).
-		_ = firewall.Remove(context.Background(), reconcile.TableForStateDir(f.state), nil)
+		_ = firewall.Remove(context.Background(), firewall.TableForStateDir(f.state), nil)
 	})
 	sock := filepath.Join(f.state, "admin.sock")
 	for i := 0; i < 100; i++ {
@@ -344,7 +343,7 @@ func (f *flow) checkNoLeak(when string) {
 }
 
 func (f *flow) checkFirewall(cs []wire.Candidate) {
-	out, err := exec.Command("nft", "list", "set", "inet", reconcile.TableForStateDir(f.state), "allowed4").CombinedOutput()
+	out, err := exec.Command("nft", "list", "set", "inet", firewall.TableForStateDir(f.state), "allowed4").CombinedOutput()
 	if err != nil {
 		f.t.Errorf("nft list set: %v: %s", err, out)
 		return
