@@ -1,0 +1,83 @@
+package rayvast
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// layoutRow is a row of README.md's layout table: | `path` | what |.
+var layoutRow = regexp.MustCompile("^\\| `([^`]+)` \\| (.+) \\|$")
+
+// readmeLayout is the paths the README's "## Layout" table names, in order.
+func readmeLayout(readme string) []string {
+	_, after, ok := strings.Cut(readme, "\n## Layout\n")
+	if !ok {
+		return nil
+	}
+	section, _, _ := strings.Cut(after, "\n## ")
+	var paths []string
+	for _, line := range strings.Split(section, "\n") {
+		if m := layoutRow.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			paths = append(paths, m[1])
+		}
+	}
+	return paths
+}
+
+// TestReadmeLayout keeps the map matching the code: every package of
+// `go list ./...` has its row in README.md's layout table, and every row
+// names a package or a file that exists.
+func TestReadmeLayout(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := readmeLayout(string(b))
+	if len(rows) == 0 {
+		t.Fatal("README.md has no layout table under ## Layout")
+	}
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	root, _ := os.Getwd()
+	pkgs := map[string]bool{}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[filepath.ToSlash(rel)] = true
+	}
+	listed := map[string]bool{}
+	for _, p := range rows {
+		if listed[p] {
+			t.Errorf("README layout lists %s twice", p)
+		}
+		listed[p] = true
+		if pkgs[p] {
+			continue
+		}
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+			t.Errorf("README layout lists %s, which is neither a package nor a file", p)
+		}
+	}
+	for p := range pkgs {
+		if !listed[p] {
+			t.Errorf("package %s has no row in README.md's layout table", p)
+		}
+	}
+}
+
+// TestReadmeLayoutParse: the table parser reads rows of the Layout section
+// only.
+func TestReadmeLayoutParse(t *testing.T) {
+	doc := "# x\n| `no` | other table |\n## Layout\n\n| path | what |\n|---|---|\n| `a/b` | one |\n| `.` | root |\n\n## Next\n| `c` | later |\n"
+	if got := strings.Join(readmeLayout(doc), ","); got != "a/b,." {
+		t.Errorf("rows = %q, want a/b,.", got)
+	}
+}
