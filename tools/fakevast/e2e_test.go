@@ -49,6 +49,8 @@ type flow struct {
 	env              []string
 	fake             *fakevast.Server
 	eng              *dockerengine.Client
+	be               *fakevast.Docker // the fake's backend
+	img              string           // the candidate image
 	name             string
 	logs             *rvtest.Buffer
 	proc             *exec.Cmd
@@ -57,44 +59,12 @@ type flow struct {
 }
 
 func TestVastFlow(t *testing.T) {
-	rvtest.NeedRoot(t) // the flow runs Docker containers and nftables
-	eng := dockerengine.New("")
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	if _, err := eng.Version(ctx); err != nil {
-		rvtest.Need(t, "no Docker Engine: "+err.Error())
-	}
-	repo, _ := filepath.Abs("../..")
-	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("e2e%d", os.Getpid()), logs: &rvtest.Buffer{}}
-	f.build(ctx)
-	if out, err := exec.Command(f.head, "down", "--help").CombinedOutput(); err != nil {
-		rvtest.Need(t, fmt.Sprintf("this head has no `head down` yet, so head/reconcile is not wired into it (%v: %s)", err, bytes.TrimSpace(out)))
-	}
-	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = fakevast.Cleanup(ctx, eng, f.name)
-	be, err := fakevast.OpenDocker(ctx, fakevast.DockerConfig{Engine: eng, Name: f.name, Image: img})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := fakevast.Cleanup(c, eng, f.name); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-		be.Close()
-	})
+	f := openFlow(ctx, t, "e2e", time.Minute)
 	offers := fakevast.DefaultOffers(6)
 	offers[0].Unsafe = true // the cheapest host keeps NET_RAW: its candidate must fail and be replaced
-	f.fake = fakevast.New(fakevast.Config{Key: e2eKey, Offers: offers, StartDelay: 2 * time.Second, MinInterval: 50 * time.Millisecond,
-		Backend: be, Log: slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")})
-	api := httptest.NewServer(f.fake.Handler())
-	defer api.Close()
-	f.gw = be.Gateway().String()
-	f.setup(ctx, api.URL, img)
+	f.serveFake(ctx, fakevast.Config{Key: e2eKey, Offers: offers, StartDelay: 2 * time.Second, MinInterval: 50 * time.Millisecond})
 
 	// 1. Rent and enroll min_workers, replacing the unsafe host's candidate.
 	f.start()
@@ -181,7 +151,7 @@ func TestVastFlow(t *testing.T) {
 		t.Errorf("the head rented again after head down: %d", len(live))
 	}
 	f.stop()
-	if cs, _ := eng.ListContainers(ctx, fakevast.LabelServer+"="+f.name); len(cs) != 0 {
+	if cs, _ := f.eng.ListContainers(ctx, fakevast.LabelServer+"="+f.name); len(cs) != 0 {
 		t.Errorf("%d containers left", len(cs))
 	}
 	if out, _ := exec.Command("nft", "list", "table", "inet", firewall.TableForStateDir(f.state)).CombinedOutput(); !bytes.Contains(out, []byte("No such file")) {
@@ -193,6 +163,51 @@ func TestVastFlow(t *testing.T) {
 	}
 	calls, limited := f.fake.Stats()
 	t.Logf("vast API calls %v, 429s %d", calls, limited)
+}
+
+// openFlow is the start both flows share: root and Docker (or the gate),
+// the binaries, the candidate image, and the fake's Docker backend, which
+// is cleaned up (within cleanup) when the test ends.
+func openFlow(ctx context.Context, t *testing.T, name string, cleanup time.Duration) *flow {
+	rvtest.NeedRoot(t) // the flow runs Docker containers and nftables
+	eng := dockerengine.New("")
+	if _, err := eng.Version(ctx); err != nil {
+		rvtest.Need(t, "no Docker Engine: "+err.Error())
+	}
+	repo, _ := filepath.Abs("../..")
+	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("%s%d", name, os.Getpid()), logs: &rvtest.Buffer{}}
+	f.build(ctx)
+	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.img = img
+	_ = fakevast.Cleanup(ctx, eng, f.name)
+	be, err := fakevast.OpenDocker(ctx, fakevast.DockerConfig{Engine: eng, Name: f.name, Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.be = be
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), cleanup)
+		defer cancel()
+		if err := fakevast.Cleanup(c, eng, f.name); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+		be.Close()
+	})
+	return f
+}
+
+// serveFake serves the fake vast API (cfg with the flow's backend and log)
+// until the test ends, and writes the head's config for it.
+func (f *flow) serveFake(ctx context.Context, cfg fakevast.Config) {
+	cfg.Backend, cfg.Log = f.be, slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")
+	f.fake = fakevast.New(cfg)
+	api := httptest.NewServer(f.fake.Handler())
+	f.t.Cleanup(api.Close)
+	f.gw = f.be.Gateway().String()
+	f.setup(ctx, api.URL, f.img)
 }
 
 func (f *flow) build(ctx context.Context) {

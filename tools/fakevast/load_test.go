@@ -13,19 +13,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
-	"github.com/rayvast/rayvast/internal/dockerengine"
-	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
@@ -35,40 +29,12 @@ func TestVastLoad(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set FAKEVAST_LOAD=20 to measure (minutes, N containers)")
 	}
-	rvtest.NeedRoot(t) // the flow runs Docker containers and nftables
-	eng := dockerengine.New("")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	if _, err := eng.Version(ctx); err != nil {
-		rvtest.Need(t, "no Docker Engine: "+err.Error())
-	}
-	repo, _ := filepath.Abs("../..")
-	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("load%d", os.Getpid()), logs: &rvtest.Buffer{}, min: n, max: n}
-	f.build(ctx)
-	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = fakevast.Cleanup(ctx, eng, f.name)
-	be, err := fakevast.OpenDocker(ctx, fakevast.DockerConfig{Engine: eng, Name: f.name, Image: img})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := fakevast.Cleanup(c, eng, f.name); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-		be.Close()
-	})
+	f := openFlow(ctx, t, "load", 2*time.Minute)
+	f.min, f.max = n, n
 	// vast's real limits (the default), one destroy refused.
-	f.fake = fakevast.New(fakevast.Config{Key: e2eKey, Offers: fakevast.DefaultOffers(n + 10), StartDelay: 2 * time.Second,
-		RefuseDestroys: 1, Backend: be, Log: slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")})
-	api := httptest.NewServer(f.fake.Handler())
-	defer api.Close()
-	f.gw = be.Gateway().String()
-	f.setup(ctx, api.URL, img)
+	f.serveFake(ctx, fakevast.Config{Key: e2eKey, Offers: fakevast.DefaultOffers(n + 10), StartDelay: 2 * time.Second, RefuseDestroys: 1})
 
 	start := time.Now()
 	f.start()
