@@ -2,8 +2,9 @@
 // and keeps its secrets out of reach: TakeSecrets is the one place that
 // reads them out of the real environment and unsets them, and Reexec
 // (reexec*.go) re-executes the agent without them in its environ block,
-// handing them over through a pipe; Undumpable makes the process non-dumpable so
-// Ray's processes, same uid, cannot read its memory or /proc/PID/environ.
+// handing them over through a pipe; Undumpable makes the process
+// non-dumpable so Ray's processes, same uid, cannot read its memory or
+// /proc/PID/environ.
 //
 // Parsing is kept apart from the process environment: Parse takes a lookup
 // function, so tests never touch os.Environ.
