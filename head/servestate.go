@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rayvast/rayvast/head/metrics"
+	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/head/statedir"
+)
+
+// openState takes the state dir's lock (one head per dir, SPEC §8), removes
+// temp files a killed head left, and opens the registry, refusing a store
+// that vanished from a dir that has served. The caller calls done on exit.
+func openState(st *statedir.State, log *slog.Logger) (reg *registry.Registry, done func(), err error) {
+	lock, err := statedir.Lock(st.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if removed, err := statedir.CleanTemp(st.Dir); err != nil {
+		log.Warn("clean state dir", "err", err)
+	} else if len(removed) > 0 {
+		log.Info("removed temp files a killed head left", "files", removed)
+	}
+	reg, err = registry.Open(registry.Config{Path: st.Path(statedir.Store), LegacyPath: st.Path(statedir.Registry),
+		StoreID: st.StoreID, Log: log})
+	if errors.Is(err, registry.ErrNoStore) {
+		err = fmt.Errorf("%w\nthis state dir has served (%s names store %s), so its candidates and nodes are lost, not new: "+
+			"starting empty would take the cluster's running rentals for strangers and destroy them. "+
+			"Restore %s from a backup; or, if none of this cluster's rentals run any more, remove the \"store_id\" line from %s to start with no state",
+			err, statedir.HeadInfo, st.StoreID, st.Path(statedir.Store), st.Path(statedir.HeadInfo))
+	}
+	if err != nil {
+		lock.Unlock()
+		return nil, nil, err
+	}
+	if st.StoreID == "" {
+		if err := statedir.RecordStore(st.Dir, reg.StoreID()); err != nil {
+			reg.Close()
+			lock.Unlock()
+			return nil, nil, err
+		}
+	}
+	return reg, func() { reg.Close(); lock.Unlock() }, nil
+}
+
+// pruneEnded drops ended candidates older than retention, hourly, until ctx
+// ends.
+func pruneEnded(ctx context.Context, reg *registry.Registry, retention time.Duration, m *metrics.Metrics, log *slog.Logger) {
+	if retention <= 0 {
+		retention = registry.DefaultRetention // a caller that left it unset must not prune everything
+	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := reg.Prune(retention)
+		if err != nil {
+			log.Warn("prune ended candidates", "err", err)
+		}
+		m.Pruned(n)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
