@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/rayvast/rayvast/head/metrics"
@@ -26,7 +28,7 @@ func openState(st *statedir.State, log *slog.Logger) (reg *registry.Registry, do
 		log.Info("removed temp files a killed head left", "files", removed)
 	}
 	reg, err = registry.Open(registry.Config{Path: st.Path(statedir.Store), LegacyPath: st.Path(statedir.Registry),
-		StoreID: st.StoreID, Log: log})
+		StoreID: st.StoreID, Log: log, Hook: crashHook(log)})
 	if errors.Is(err, registry.ErrNoStore) {
 		err = fmt.Errorf("%w\nthis state dir has served (%s names store %s), so its candidates and nodes are lost, not new: "+
 			"starting empty would take the cluster's running rentals for strangers and destroy them. "+
@@ -65,6 +67,24 @@ func pruneEnded(ctx context.Context, reg *registry.Registry, retention time.Dura
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// crashEnv names a registry hook point at which head serve kills itself
+// with SIGKILL: the crash tests (crash_test.go) use it to stop a real head
+// between two steps of an enrollment or a delete. Unset, it costs nothing.
+const crashEnv = "RAYVAST_TEST_CRASH_AT"
+
+func crashHook(log *slog.Logger) func(string) {
+	at := os.Getenv(crashEnv)
+	if at == "" {
+		return nil
+	}
+	log.Warn("test crash point armed: this head kills itself there", "point", at)
+	return func(point string) {
+		if point == at {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 	}
 }

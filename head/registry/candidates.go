@@ -52,7 +52,7 @@ func (r *Registry) NewCandidate(req wire.CandidateRequest) (wire.Candidate, secr
 	}
 	r.begin(c.CandidateID)
 	defer r.end(c.CandidateID)
-	if err := r.commit(func(w writer) error { return w.putCandidate(c) }); err != nil {
+	if err := r.commit("new", func(w writer) error { return w.putCandidate(c) }); err != nil {
 		if c.InstanceID != "" {
 			delete(r.byInstance, c.InstanceID)
 		}
@@ -137,7 +137,7 @@ func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, erro
 		n.State = rentalState(&n)
 	}
 	n.UpdatedAt = r.cfg.Now().UTC()
-	if err := r.commit(func(w writer) error { return w.putCandidate(&n) }); err != nil {
+	if err := r.commit("patch", func(w writer) error { return w.putCandidate(&n) }); err != nil {
 		if reserved {
 			delete(r.byInstance, p.InstanceID)
 		}
@@ -183,7 +183,7 @@ func (r *Registry) finish(id, state, reason string) (wire.Candidate, error) {
 		cp.State = wire.StateEnded
 		node = &cp
 	}
-	err := r.commit(func(w writer) error {
+	err := r.commit(finishOp(state), func(w writer) error {
 		if node != nil {
 			if err := w.putNode(node); err != nil {
 				return err
@@ -199,4 +199,11 @@ func (r *Registry) finish(id, state, reason string) (wire.Candidate, error) {
 		r.setNode(node)
 	}
 	return next.Candidate, nil
+}
+
+func finishOp(state string) string {
+	if state == wire.StateEnded {
+		return "end"
+	}
+	return "destroy"
 }

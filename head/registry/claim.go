@@ -63,7 +63,7 @@ func (r *Registry) Claim(instanceID, sourceIP string, tok secret.String, portKey
 	next.ConsumedHash, next.PortKeyHash = hash, keyHash
 	next.ConsumedAt = r.cfg.Now().UTC()
 	next.UpdatedAt = next.ConsumedAt
-	if err := r.commit(func(w writer) error { return w.putCandidate(&next) }); err != nil {
+	if err := r.commit("claim", func(w writer) error { return w.putCandidate(&next) }); err != nil {
 		// Nothing changed, on disk or here: the same request may try again.
 		return nil, fmt.Errorf("consume token: %w", err)
 	}
@@ -125,6 +125,7 @@ func (r *Registry) TakeSlot(cl *Claim, max int) bool {
 		return false
 	}
 	r.slotHeld[cl.Candidate.CandidateID] = true
+	r.hook("slot") // steps 4–7 passed; step 9 next
 	return true
 }
 
@@ -157,7 +158,7 @@ func (r *Registry) Complete(cl *Claim, e Enrolled) (wire.Node, error) {
 		Serial: e.Serial, EnrolledAt: now, Health: wire.HealthUnknown, GuestAPIPort: e.GuestAPIPort,
 	}
 	sr := IssuedSerial{InstanceID: n.InstanceID, Serial: e.Serial, IssuedAt: now}
-	err := r.commit(func(w writer) error {
+	err := r.commit("complete", func(w writer) error {
 		if err := w.putNode(n); err != nil {
 			return err
 		}
@@ -195,7 +196,7 @@ func (r *Registry) Reissue(cl *Claim, serial string) (wire.Node, error) {
 	next := copyNode(n)
 	next.Serial = serial
 	sr := IssuedSerial{InstanceID: n.InstanceID, Serial: serial, IssuedAt: r.cfg.Now().UTC()}
-	err := r.commit(func(w writer) error {
+	err := r.commit("reissue", func(w writer) error {
 		if err := w.putNode(&next); err != nil {
 			return err
 		}

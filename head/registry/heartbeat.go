@@ -88,7 +88,7 @@ func (r *Registry) SweepLost(interval time.Duration) ([]wire.Node, error) {
 			r.end(n.CandidateID)
 		}
 	}()
-	err := r.commit(func(w writer) error {
+	err := r.commit("lost", func(w writer) error {
 		for _, n := range nodes {
 			if err := w.putNode(n); err != nil {
 				return err

@@ -42,7 +42,7 @@ func (r *Registry) Prune(retention time.Duration) (int, error) {
 			serials = append(serials, s)
 		}
 	}
-	err := r.commit(func(w writer) error {
+	err := r.commit("prune", func(w writer) error {
 		for _, id := range ids {
 			if err := w.deleteCandidate(id); err != nil {
 				return err

@@ -70,6 +70,10 @@ type Config struct {
 	Now     func() time.Time
 	Rand    io.Reader
 	Log     *slog.Logger
+	// Hook, if set, is called at named points of every change
+	// ("claim:before-write", "claim:after-write", "slot", "end:…", …): the
+	// crash tests stop the head there.
+	Hook func(point string)
 }
 
 // Registry is safe for concurrent use.

@@ -31,15 +31,27 @@ func (r *Registry) end(id string) {
 	}
 }
 
-// commit writes f's records with mu released; caller holds mu before and
-// after. f sees only copies made under mu.
-func (r *Registry) commit(f func(w writer) error) error {
+// commit writes f's records for change op with mu released; caller holds
+// mu before and after. f sees only copies made under mu. The crash tests
+// stop the head at op's hook points either side of the write.
+func (r *Registry) commit(op string, f func(w writer) error) error {
+	r.mu.Unlock()
+	defer r.mu.Lock()
+	r.hook(op + ":before-write")
 	if r.store == nil {
 		return nil
 	}
-	r.mu.Unlock()
-	defer r.mu.Lock()
-	return r.store.write(f)
+	if err := r.store.write(f); err != nil {
+		return err
+	}
+	r.hook(op + ":after-write")
+	return nil
+}
+
+func (r *Registry) hook(point string) {
+	if r.cfg.Hook != nil {
+		r.cfg.Hook(point)
+	}
 }
 
 // setCandidate puts a committed candidate in place and keeps the instance
