@@ -35,7 +35,6 @@ import (
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/head/statedir"
-	"github.com/rayvast/rayvast/internal/portcheck"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -199,9 +198,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		Metrics: m, Log: log.With("port", "B")})
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil),
-		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {
-			return portcheck.Check(ctx, portcheck.CheckConfig{}, ip, ports, key)
-		},
+		PortCheck: boundedPortCheck(maxPortChecks),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
 		Log: log.With("port", "A"),
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,

@@ -9,9 +9,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rayvast/rayvast/head/enroll"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/portcheck"
 )
 
 // openState takes the state dir's lock (one head per dir, SPEC §8), removes
@@ -86,5 +88,25 @@ func crashHook(log *slog.Logger) func(string) {
 		if point == at {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
+	}
+}
+
+// maxPortChecks bounds the port checks (step 7) running at once. Each holds
+// up to portcheck.DefaultConcurrency sockets: 512 × 16 = 8,192 of the head's
+// file descriptors at most, whatever the size of an enrollment storm (2,000
+// candidates at once would want 32,000, past a 20,000 limit).
+const maxPortChecks = 512
+
+// boundedPortCheck is the real port check behind a semaphore. The check's
+// 10 s start when it gets its turn: a candidate must not fail its ports for
+// waiting behind others (the agent's own enroll timeout is 60 s).
+func boundedPortCheck(n int) enroll.PortChecker {
+	sem := make(chan struct{}, n)
+	return func(ctx context.Context, ip string, ports []int, key []byte) error {
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), enroll.CheckTimeout)
+		defer cancel()
+		return portcheck.Check(cctx, portcheck.CheckConfig{}, ip, ports, key)
 	}
 }
