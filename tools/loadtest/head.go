@@ -61,6 +61,7 @@ func startHead(o options, idx int) (*head, error) {
 	h.cmd = exec.Command(o.head, "serve", "--state", h.state, "--config", filepath.Join(dir, "config.json"),
 		"--agent", filepath.Join(dir, "agent"), "--listen-a", h.portA, "--listen-b", h.portB, "--log-level", "warn")
 	h.cmd.Stdout, h.cmd.Stderr = log, log
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed loadtest leaves no head behind
 	if err := h.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -147,6 +148,7 @@ func startBare(h *head) (*bareServer, error) {
 	cmd := exec.Command(self, "bare", "--ca", filepath.Join(h.state, "ca.pem"), "--cert", filepath.Join(h.state, "head.pem"),
 		"--key", filepath.Join(h.state, "head.key"), "--listen", addr)
 	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

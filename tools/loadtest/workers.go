@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 )
 
 // workers is a group of worker processes holding the simulated nodes.
@@ -31,6 +32,7 @@ func startWorkers(h *head, nodes []node, per int) (*workers, error) {
 		in, _ := cmd.StdinPipe()
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			g.quit()
 			return nil, err
