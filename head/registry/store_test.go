@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,5 +257,52 @@ func TestGrace(t *testing.T) {
 	clk.Add(5 * time.Second)
 	if lost, _ := r.SweepLost(10 * time.Second); len(lost) != 1 {
 		t.Errorf("not lost 3 intervals after a grace")
+	}
+}
+
+// TestHeartbeatsDoNotWaitForTheDisk: while a change's write is stuck in the
+// disk, heartbeats, reads and changes of other candidates go on; a second
+// change of the same candidate waits for the first.
+func TestHeartbeatsDoNotWaitForTheDisk(t *testing.T) {
+	r := openAt(t, Config{Path: filepath.Join(t.TempDir(), "state.db"), Now: newClock().Now})
+	c1 := enrolled(t, r, "i1", "127.0.0.5")
+	enrolled(t, r, "i2", "127.0.0.6")
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	r.store.fail = func() error {
+		if first.CompareAndSwap(false, true) { // only End's write sticks
+			close(stuck)
+			<-release
+		}
+		return nil
+	}
+	ended := make(chan error, 1)
+	go func() { _, err := r.End(c1.CandidateID, "deleted"); ended <- err }()
+	<-stuck // End holds its write in the "disk" now
+	if a, err := r.Heartbeat(wire.Heartbeat{InstanceID: "i2", Seq: 1}); err != nil || a != wire.ActionNone {
+		t.Errorf("heartbeat during a stuck write: %q %v", a, err)
+	}
+	if _, ok := r.Live("i1"); !ok {
+		t.Error("a write not yet committed is visible")
+	}
+	if _, _, err := r.NewCandidate(wire.CandidateRequest{NodeType: "gpu1", InstanceID: "i3"}); err != nil {
+		t.Errorf("another candidate's change during a stuck write: %v", err)
+	}
+	second := make(chan struct{})
+	go func() { r.End(c1.CandidateID, "again"); close(second) }()
+	select {
+	case <-second:
+		t.Error("a second change of the same candidate did not wait for the first")
+	case <-ended:
+		t.Error("End returned while its write was stuck")
+	default:
+	}
+	close(release)
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+	<-second
+	if _, ok := r.Live("i1"); ok {
+		t.Error("ended node still live after the write")
 	}
 }
