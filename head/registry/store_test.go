@@ -306,3 +306,30 @@ func TestHeartbeatsDoNotWaitForTheDisk(t *testing.T) {
 		t.Error("ended node still live after the write")
 	}
 }
+
+// TestExpireInterrupted: an enrollment the last head left unfinished waits
+// for its agent's retry for the rest of RetryWindow, then is handed back to
+// be destroyed, once.
+func TestExpireInterrupted(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "state.db")
+	r := openAt(t, Config{Path: path, Now: clk.Now})
+	c, tok := running(t, r, "i1", "127.0.0.5")
+	r.Claim("i1", "127.0.0.5", tok, testKey)
+	r.Close()
+	clk.Add(time.Minute)
+	r2 := openAt(t, Config{Path: path, Now: clk.Now})
+	if got := r2.ExpireInterrupted(); len(got) != 0 {
+		t.Errorf("expired %v inside the window", got)
+	}
+	clk.Add(RetryWindow - time.Minute)
+	if got := r2.ExpireInterrupted(); len(got) != 1 || got[0] != c.CandidateID {
+		t.Errorf("expired %v at the window's end, want %s", got, c.CandidateID)
+	}
+	if got := r2.ExpireInterrupted(); len(got) != 0 {
+		t.Errorf("expired again: %v", got)
+	}
+	if _, err := r2.Claim("i1", "127.0.0.5", tok, testKey); err == nil {
+		t.Error("a retry after the window resumed the enrollment")
+	}
+}
