@@ -147,6 +147,7 @@ func heartbeatPhases(o options, h *head, g1 *workers, later []node, rss0 int64) 
 	fmt.Printf("\n== heartbeats at %.0f/s from %d kept-alive mTLS connections\n", o.rate, g1.nodes)
 	hl, hc, hn := phase("head port B", h.portB, h.pid())
 	bl, bc, bn := phase("bare mTLS  ", bare.addr, bare.pid())
+	phase("head again ", h.portB, h.pid()) // order effects: the head right after its storm, then after the bare server
 	hper := float64(hc.Microseconds()) / float64(max(1, hn))
 	bper := float64(bc.Microseconds()) / float64(max(1, bn))
 	fmt.Printf("ratio head/bare: CPU per heartbeat ×%.2f, p50 ×%.2f, p99 ×%.2f\n", hper/max(bper, 1e-9),
