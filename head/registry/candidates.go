@@ -96,6 +96,9 @@ func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, erro
 			return wire.Candidate{}, fmt.Errorf("%w: public_ip is not an IP literal", ErrInvalid)
 		}
 	}
+	if !(p.DPHTotal >= 0 && p.DPHTotal < 1000) { // NaN fails both
+		return wire.Candidate{}, fmt.Errorf("%w: dph_total must be 0-1000 $/h", ErrInvalid)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.begin(id)
@@ -132,6 +135,13 @@ func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, erro
 	}
 	if p.HostID != "" {
 		n.HostID = p.HostID
+	}
+	if p.DPHTotal > 0 {
+		n.DPHTotal = p.DPHTotal
+	}
+	if n.InstanceID != "" && n.RentedAt == nil {
+		t := r.cfg.Now().UTC()
+		n.RentedAt = &t // billing starts: the cost of the candidate counts from here
 	}
 	if n.State == wire.StatePending || n.State == wire.StateRented || n.State == wire.StateRunning {
 		n.State = rentalState(&n)
