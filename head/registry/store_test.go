@@ -333,3 +333,20 @@ func TestExpireInterrupted(t *testing.T) {
 		t.Error("a retry after the window resumed the enrollment")
 	}
 }
+
+// TestPatchMoneySurvivesRestart: dph_total and rented_at set by a PATCH are
+// in the store, not only in memory.
+func TestPatchMoneySurvivesRestart(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "state.db")
+	r := openAt(t, Config{Path: path, Now: clk.Now})
+	c, _, _ := r.NewCandidate(wire.CandidateRequest{NodeType: "gpu1"})
+	if _, err := r.Patch(c.CandidateID, wire.CandidatePatch{InstanceID: "i1", DPHTotal: 1.25}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	got, _ := openAt(t, Config{Path: path, Now: clk.Now}).Candidate(c.CandidateID)
+	if got.DPHTotal != 1.25 || got.RentedAt == nil || !got.RentedAt.Equal(clk.Now()) {
+		t.Errorf("after a restart dph_total %v rented_at %v", got.DPHTotal, got.RentedAt)
+	}
+}
