@@ -33,18 +33,9 @@ printf '%s\n' "pid=$$" "python=$RAYVAST_PYTHON" "self=$0" "args=$*" "token=$RAYV
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
+func scriptPath(t testing.TB) string { return filepath.Join(rvtest.ModuleRoot(t), "bootloader.sh") }
 
-func scriptPath(t testing.TB) string { return filepath.Join(repoRoot(t), "bootloader.sh") }
-
-func fakerayDir(t testing.TB) string { return filepath.Join(repoRoot(t), "test", "fakeray") }
+func fakerayDir(t testing.TB) string { return filepath.Join(rvtest.ModuleRoot(t), "test", "fakeray") }
 
 // shell is one POSIX shell the bootloader must run under.
 type shell struct {

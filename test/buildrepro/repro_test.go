@@ -10,16 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 func TestTwoBuildsGiveTheSameBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries twice")
 	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rvtest.ModuleRoot(t)
 	var sums [2]map[string][32]byte
 	for i := range sums {
 		dir := t.TempDir()

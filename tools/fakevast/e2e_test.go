@@ -174,7 +174,7 @@ func openFlow(ctx context.Context, t *testing.T, name string, cleanup time.Durat
 	if _, err := eng.Version(ctx); err != nil {
 		rvtest.Need(t, "no Docker Engine: "+err.Error())
 	}
-	repo, _ := filepath.Abs("../..")
+	repo := rvtest.ModuleRoot(t)
 	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("%s%d", name, os.Getpid()), logs: &rvtest.Buffer{}}
 	f.build(ctx)
 	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
