@@ -16,12 +16,16 @@ func Need(t TB, why string) {
 	if why == "" {
 		return
 	}
-	if os.Getenv("CI") == "true" {
+	if InCI() {
 		t.Fatalf("CI=true and %s cannot run: %s", t.Name(), why)
 		return
 	}
 	t.Skipf("SKIPPING %s: %s", t.Name(), why)
 }
+
+// InCI reports CI=true: every test must run, none may skip. For a
+// TestMain, which has no t to pass Need.
+func InCI() bool { return os.Getenv("CI") == "true" }
 
 // NeedRoot passes Need the first of: not root, a tool missing from PATH.
 func NeedRoot(t TB, tools ...string) {

@@ -2,6 +2,7 @@ package rvtest
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -57,5 +58,26 @@ func TestNeedTools(t *testing.T) {
 	NeedTools(&r, "go")
 	if r.skip != "" || r.fatal != "" {
 		t.Errorf("go is on PATH, yet the gate said %q %q", r.skip, r.fatal)
+	}
+}
+
+// TestPingDocker: a socket nobody listens on is an error that names it.
+func TestPingDocker(t *testing.T) {
+	sock := t.TempDir() + "/none.sock"
+	if err := pingDocker(sock); err == nil || !strings.Contains(err.Error(), "none.sock") {
+		t.Errorf("pingDocker(%s) = %v, want an error naming it", sock, err)
+	}
+}
+
+// TestNeedDockerPasses: where root reaches an engine, the gate lets the
+// test run.
+func TestNeedDockerPasses(t *testing.T) {
+	if err := pingDocker(dockerSocket); err != nil || os.Geteuid() != 0 {
+		t.Skipf("no engine to pass with (%v, euid %d); TestPingDocker covers the refusal", err, os.Geteuid())
+	}
+	var r recorder
+	NeedDocker(&r)
+	if r.skip != "" || r.fatal != "" {
+		t.Errorf("engine reachable as root, yet the gate said %q %q", r.skip, r.fatal)
 	}
 }
