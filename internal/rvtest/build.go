@@ -2,6 +2,7 @@ package rvtest
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,27 +19,49 @@ var BuildFlags = []string{"-trimpath", "-buildvcs=false", "-ldflags=-s -w -build
 // returns the binary's path (dir/last element of pkg).
 func Build(t testing.TB, dir, pkg string) string {
 	t.Helper()
+	bin, err := BuildErr(dir, pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// BuildErr is Build for callers without a t (a TestMain, a sync.Once
+// shared by tests).
+func BuildErr(dir, pkg string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
 	out := filepath.Join(dir, filepath.Base(pkg))
 	args := append(append([]string{"build"}, BuildFlags...), "-o", out, pkg)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = ModuleRoot(t)
+	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	return out
+	return out, nil
 }
 
 // ModuleRoot is the directory of the module's go.mod.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func moduleRoot() (string, error) {
 	var stderr bytes.Buffer
 	cmd := exec.Command("go", "env", "GOMOD")
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
 	mod := strings.TrimSpace(string(b))
 	if err != nil || mod == "" || mod == os.DevNull {
-		t.Fatalf("go env GOMOD: %q %v %s", mod, err, stderr.String())
+		return "", fmt.Errorf("go env GOMOD: %q %v %s", mod, err, stderr.String())
 	}
-	return filepath.Dir(mod)
+	return filepath.Dir(mod), nil
 }
