@@ -1,0 +1,363 @@
+package fakeray_test
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/test/fakeray"
+)
+
+// TestStartBlockRecordsAndStops: the agent's command starts fakeray, which
+// records argv, env, ids and the shim on sys.path, and on each stop signal
+// kills its children and exits as Ray does (SIGTERM: 1; SIGINT, SIGHUP: by
+// the signal), or with FAKERAY_EXIT_CODE when set.
+func TestStartBlockRecordsAndStops(t *testing.T) {
+	shim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shim, "rayvast_shim.py"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		sig      syscall.Signal
+		exitCode string // FAKERAY_EXIT_CODE; "" = unset
+		want     int
+	}{
+		{"term", syscall.SIGTERM, "", 1},
+		{"term_override", syscall.SIGTERM, "7", 7},
+		{"int", syscall.SIGINT, "3", 3},
+		{"hup", syscall.SIGHUP, "", -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := newNode(t, "127.0.0.1", 3)
+			extra := append(secrets(t), "FAKERAY_IMPORT=rayvast_shim,no_such_module")
+			if c.exitCode != "" {
+				extra = append(extra, "FAKERAY_EXIT_CODE="+c.exitCode)
+			}
+			f := run(t, shim, extra, nil, n.args()...)
+			f.expect(t, "fakeray started")
+			r := f.record(t)
+			if !slices.Equal(r.Argv, n.args()) {
+				t.Errorf("argv = %q, want %q", r.Argv, n.args())
+			}
+			if r.Env["RAY_USE_TLS"] != "1" {
+				t.Errorf("env RAY_USE_TLS = %q, want 1", r.Env["RAY_USE_TLS"])
+			}
+			if pid := f.cmd.Process.Pid; r.PID != pid || r.PGID != pid || r.PPID != os.Getpid() {
+				t.Errorf("pid/pgid/ppid = %d/%d/%d, want %d/%d/%d", r.PID, r.PGID, r.PPID, pid, pid, os.Getpid())
+			}
+			// With -m, sys.path[0] is the working dir; PYTHONPATH follows.
+			if len(r.SysPath) < 2 || r.SysPath[1] != shim {
+				t.Errorf("sys_path = %q, want the shim %q at [1]", r.SysPath, shim)
+			}
+			if r.Imports["rayvast_shim"] != true {
+				t.Errorf("imports[rayvast_shim] = %v, want true", r.Imports["rayvast_shim"])
+			}
+			if s, _ := r.Imports["no_such_module"].(string); !strings.Contains(s, "ModuleNotFoundError") {
+				t.Errorf("imports[no_such_module] = %v, want the error", r.Imports["no_such_module"])
+			}
+			f.cmd.Process.Signal(c.sig)
+			if got := f.wait(t); got != c.want {
+				t.Errorf("exit code %d, want %d", got, c.want)
+			}
+			r = f.record(t)
+			if r.Signal != int(c.sig) {
+				t.Errorf("recorded signal %d, want %d", r.Signal, c.sig)
+			}
+			for name, ch := range r.Children {
+				gone(t, name, ch.PID)
+			}
+		})
+	}
+}
+
+// TestTreeOnLoopback: with a local node IP every child comes up as on a
+// real node: the runtime-env agent binds (node IP, its port), the dashboard
+// agent its gRPC, metrics and HTTP ports, the native raylet 0.0.0.0 on the
+// node manager and object manager ports, and each native core worker binds
+// its worker port and registers with the raylet at node IP:node manager
+// port. Every child inherits Ray's environment.
+func TestTreeOnLoopback(t *testing.T) {
+	for _, ip := range []string{"127.0.0.1", "127.0.0.2"} {
+		t.Run(ip, func(t *testing.T) {
+			n := newNode(t, ip, 3)
+			f := run(t, "", append(secrets(t), "MARK=inherited"), nil, n.args()...)
+			f.expect(t, "fakeray started")
+			r := f.record(t)
+			if len(r.Problems) > 0 || !r.Started {
+				t.Fatalf("started %v, problems %q", r.Started, r.Problems)
+			}
+			local := "127.0.0.1"
+			if ip != local {
+				local = "0.0.0.0" // Ray binds gRPC to all interfaces unless the node IP is local-host
+			}
+			wantBinds := map[string][]string{
+				"runtime_env_agent": {ip + ":" + itoa(n.rea)},
+				"raylet":            {"0.0.0.0:" + itoa(n.nm), "0.0.0.0:" + itoa(n.om)},
+				"dashboard_agent":   {local + ":" + itoa(n.dagrpc), local + ":" + itoa(n.metric), ip + ":" + itoa(n.dahttp)},
+			}
+			if ip != "127.0.0.1" {
+				wantBinds["dashboard_agent"] = append(wantBinds["dashboard_agent"], "127.0.0.1:"+itoa(n.dahttp))
+			}
+			for name, want := range wantBinds {
+				var got []string
+				for _, b := range r.Children[name].Binds {
+					got = append(got, b.Addr+":"+itoa(b.Port))
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s binds %q, want %q", name, got, want)
+				}
+			}
+			raylet := r.Children["raylet"]
+			if c := raylet.AgentConn; c == nil || !c.OK || c.Addr != ip || c.Port != n.rea {
+				t.Errorf("raylet → runtime-env agent: %+v, want ok to %s:%d", c, ip, n.rea)
+			}
+			for i := range n.cpus {
+				w := r.Children["core_worker_"+itoa(i)]
+				if w.Connect == nil || !w.Connect.OK || w.Connect.Addr != ip || w.Connect.Port != n.nm || !w.Registered {
+					t.Errorf("core_worker_%d: connect %+v registered %v, want %s:%d", i, w.Connect, w.Registered, ip, n.nm)
+				}
+				if len(w.Binds) != 1 || w.Binds[0].Addr != "0.0.0.0" || !slices.Contains(n.workers, w.Binds[0].Port) {
+					t.Errorf("core_worker_%d binds %+v, want 0.0.0.0 on a worker port", i, w.Binds)
+				}
+				if w.PPID != raylet.PID {
+					t.Errorf("core_worker_%d ppid %d, want the raylet %d", i, w.PPID, raylet.PID)
+				}
+			}
+			for name, ch := range r.Children {
+				if ch.Env["MARK"] != "inherited" || ch.Env["RAY_AUTH_TOKEN_PATH"] == "" {
+					t.Errorf("%s env lacks Ray's environment: MARK=%q", name, ch.Env["MARK"])
+				}
+			}
+			if !strings.HasSuffix(raylet.Argv[0], "/ray/core/src/ray/raylet/raylet") || elfMagic(t, raylet.Argv[0]) != "\x7fELF" {
+				t.Errorf("raylet %q is not the native program", raylet.Argv[0])
+			}
+			if r.Node.NodeName != "c-123" || r.Node.Auth != "RAY_AUTH_TOKEN_PATH" || !r.Node.TLS {
+				t.Errorf("node %+v", r.Node)
+			}
+		})
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func elfMagic(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 4 {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return string(b[:4])
+}
+
+// TestDashboardHTTPOff: when the dashboard agent's HTTP port is taken on
+// 127.0.0.1, its HTTP server goes off after Ray's retries and the node runs
+// on silently (Ray's http_server_agent), recorded as a problem.
+func TestDashboardHTTPOff(t *testing.T) {
+	n := newNode(t, "127.0.0.2", 2)
+	l, err := net.Listen("tcp", "127.0.0.1:"+itoa(n.dahttp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f := run(t, "", secrets(t), nil, n.args()...)
+	f.expect(t, "fakeray started")
+	r := f.record(t)
+	da := r.Children["dashboard_agent"]
+	if da.HTTP != "off" || !slices.Contains(r.Problems, "dashboard_agent: HTTP server off") {
+		t.Errorf("http_server %q problems %q, want off", da.HTTP, r.Problems)
+	}
+	inUse := 0
+	for _, b := range da.Binds {
+		if b.ErrnoName == "EADDRINUSE" {
+			inUse++
+		}
+	}
+	if inUse != 6 { // the first attempt and 5 retries
+		t.Errorf("%d EADDRINUSE binds, want 6: %+v", inUse, da.Binds)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if f.cmd.ProcessState != nil {
+		t.Fatal("ray start exited: the HTTP server off must not be fatal")
+	}
+}
+
+// TestNodeIPNotLocal: in a network namespace with only loopback (nothing
+// can leave it), node IP 203.0.113.7 is on no interface, as on vast: the
+// runtime-env agent's bind fails with EADDRNOTAVAIL, the raylet fate-shares
+// with it, and `ray start --block` exits 1.
+func TestNodeIPNotLocal(t *testing.T) {
+	needRoot(t, "a network namespace with no route out")
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatalf("unshare (util-linux) missing: %v", err)
+	}
+	n := newNode(t, "203.0.113.7", 2)
+	wrap := []string{"unshare", "--net", "sh", "-c", `ip link set lo up && exec "$@"`, "sh"}
+	f := run(t, "", secrets(t), wrap, n.args()...)
+	if got := f.wait(t); got != 1 {
+		t.Errorf("exit code %d, want 1", got)
+	}
+	r := f.record(t)
+	rea := r.Children["runtime_env_agent"]
+	if len(rea.Binds) != 1 || rea.Binds[0].OK || rea.Binds[0].ErrnoName != "EADDRNOTAVAIL" || rea.Binds[0].Addr != "203.0.113.7" {
+		t.Errorf("runtime-env agent binds %+v, want EADDRNOTAVAIL on 203.0.113.7", rea.Binds)
+	}
+	if r.Exits["raylet"] != 1 || !strings.Contains(r.Children["raylet"].ExitReason, "fate shares") {
+		t.Errorf("unexpected exits %v, raylet %q: want the raylet's fate-share exit 1", r.Exits, r.Children["raylet"].ExitReason)
+	}
+	if r.Started {
+		t.Error("recorded as started")
+	}
+}
+
+// TestChildDeath: an agent's death takes the raylet and `ray start` with it
+// (exit 1); a core worker's death does not (the raylet frees its port).
+func TestChildDeath(t *testing.T) {
+	for _, c := range []struct {
+		kill  string
+		fatal bool
+	}{{"runtime_env_agent", true}, {"dashboard_agent", true}, {"raylet", true}, {"core_worker_0", false}} {
+		t.Run(c.kill, func(t *testing.T) {
+			n := newNode(t, "127.0.0.1", 2)
+			f := run(t, "", secrets(t), nil, n.args()...)
+			f.expect(t, "fakeray started")
+			syscall.Kill(f.record(t).Children[c.kill].PID, syscall.SIGKILL)
+			if !c.fatal {
+				time.Sleep(500 * time.Millisecond)
+				f.cmd.Process.Signal(syscall.SIGTERM)
+				if got := f.wait(t); got != 1 || f.record(t).Signal != int(syscall.SIGTERM) {
+					t.Errorf("exit %d signal %d: ray start must have run on until SIGTERM", got, f.record(t).Signal)
+				}
+				return
+			}
+			if got := f.wait(t); got != 1 {
+				t.Errorf("exit code %d, want 1", got)
+			}
+			r := f.record(t)
+			if r.Exits["raylet"] == 0 || r.Signal != 0 {
+				t.Errorf("unexpected exits %v signal %d, want the raylet's death", r.Exits, r.Signal)
+			}
+			for name, ch := range r.Children {
+				gone(t, name, ch.PID)
+			}
+		})
+	}
+}
+
+// TestReaper: when `ray start` itself is SIGKILLed, Ray's reaper kills the
+// rest of its process group: nothing outlives it.
+func TestReaper(t *testing.T) {
+	n := newNode(t, "127.0.0.1", 2)
+	f := run(t, "", secrets(t), nil, n.args()...)
+	f.expect(t, "fakeray started")
+	r := f.record(t)
+	f.cmd.Process.Kill()
+	f.wait(t)
+	for name, ch := range r.Children {
+		gone(t, name, ch.PID)
+	}
+}
+
+// TestNoAvailablePorts: every leased worker takes a free port of
+// --worker-port-list; with more CPUs than free ports the raylet says "No
+// available ports" (Ray's worker_pool.cc). A port someone else holds is
+// not free (Ray's CheckPortFree).
+func TestNoAvailablePorts(t *testing.T) {
+	n := newNode(t, "127.0.0.1", 3)
+	n.cpus = 3
+	held, err := net.Listen("tcp", "0.0.0.0:"+itoa(n.workers[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	f := run(t, "", secrets(t), nil, n.args()...)
+	f.expect(t, "fakeray started")
+	r := f.record(t)
+	if r.Children["raylet"].NoPorts != 1 || !slices.Contains(r.Problems, "raylet: No available ports (1 workers)") {
+		t.Errorf("no_available_ports %d problems %q, want 1", r.Children["raylet"].NoPorts, r.Problems)
+	}
+	for _, k := range r.Children["raylet"].Children {
+		if k.Port == n.workers[0] {
+			t.Errorf("%s got the held port %d", k.Name, k.Port)
+		}
+	}
+}
+
+// TestHeadForm: `head up`'s command starts the GCS on --port (all
+// interfaces) beside the raylet.
+func TestHeadForm(t *testing.T) {
+	p := ports(t, 1)[0]
+	temp, _ := os.MkdirTemp("", "fr")
+	defer os.RemoveAll(temp)
+	f := run(t, "", secrets(t), nil, "start", "--head", "--block", "--node-ip-address=127.0.0.1", "--port="+itoa(p),
+		"--disable-usage-stats", "--num-cpus=1", "--temp-dir="+temp)
+	f.expect(t, "fakeray started")
+	r := f.record(t)
+	g := r.Children["gcs_server"]
+	if len(g.Binds) != 1 || !g.Binds[0].OK || g.Binds[0].Addr != "0.0.0.0" || g.Binds[0].Port != p {
+		t.Errorf("gcs_server binds %+v, want 0.0.0.0:%d", g.Binds, p)
+	}
+	if len(r.Problems) > 0 {
+		t.Errorf("problems %q", r.Problems)
+	}
+}
+
+// TestIgnoreTerm: with FAKERAY_IGNORE_TERM=1 SIGTERM is recorded but does not
+// stop it (what a supervisor's grace-period SIGKILL is for); SIGINT still does.
+func TestIgnoreTerm(t *testing.T) {
+	n := newNode(t, "127.0.0.1", 2)
+	f := run(t, "", append(secrets(t), "FAKERAY_IGNORE_TERM=1", "FAKERAY_EXIT_CODE=0"), nil, n.args()...)
+	f.expect(t, "fakeray started")
+	f.cmd.Process.Signal(syscall.SIGTERM)
+	f.expect(t, "fakeray ignored SIGTERM")
+	f.cmd.Process.Signal(syscall.SIGINT)
+	if got := f.wait(t); got != 0 {
+		t.Errorf("exit code %d, want 0", got)
+	}
+	r := f.record(t)
+	if !slices.Equal(r.Ignored, []int{int(syscall.SIGTERM)}) || r.Signal != int(syscall.SIGINT) {
+		t.Errorf("ignored %v signal %d, want [15] and 2", r.Ignored, r.Signal)
+	}
+}
+
+// TestExitAfter: FAKERAY_EXIT_AFTER ends it by itself, with 1 as a Ray that
+// lost a child, or FAKERAY_EXIT_CODE.
+func TestExitAfter(t *testing.T) {
+	for _, c := range []struct {
+		code string
+		want int
+	}{{"", 1}, {"5", 5}} {
+		n := newNode(t, "127.0.0.1", 2)
+		env := append(secrets(t), "FAKERAY_EXIT_AFTER=0.5")
+		if c.code != "" {
+			env = append(env, "FAKERAY_EXIT_CODE="+c.code)
+		}
+		f := run(t, "", env, nil, n.args()...)
+		if got := f.wait(t); got != c.want {
+			t.Errorf("exit code %d, want %d", got, c.want)
+		}
+		if r := f.record(t); r.After != 0.5 || r.Signal != 0 {
+			t.Errorf("exited_after %v signal %d, want 0.5 and none", r.After, r.Signal)
+		}
+	}
+}
+
+// TestImportRay: plain `import ray` works, as the bootloader's probe needs,
+// and the agent's version probe reads FAKERAY_VERSION (default 2.53.0).
+func TestImportRay(t *testing.T) {
+	for _, c := range []struct{ env, want string }{{"", "2.53.0"}, {"FAKERAY_VERSION=2.51.1", "2.51.1"}} {
+		cmd := exec.Command(python(t), "-c", "import ray, platform, ray.scripts.scripts; print(ray.__version__, platform.python_version())")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "PYTHONPATH=" + fakeray.Dir(), c.env}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), c.want+" 3.") {
+			t.Errorf("import ray with %q: %v: %q, want %s", c.env, err, out, c.want)
+		}
+	}
+}
