@@ -110,7 +110,10 @@ func TestTreeOnLoopback(t *testing.T) {
 			for name, want := range wantBinds {
 				var got []string
 				for _, b := range r.Children[name].Binds {
-					got = append(got, b.Addr+":"+itoa(b.Port))
+					if b.Result != b.Addr+":"+itoa(b.Port) {
+						t.Errorf("%s asked %s:%d, bound %s", name, b.Addr, b.Port, b.Result)
+					}
+					got = append(got, b.Result) // where the socket really is
 				}
 				if !slices.Equal(got, want) {
 					t.Errorf("%s binds %q, want %q", name, got, want)
