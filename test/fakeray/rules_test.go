@@ -364,3 +364,39 @@ func TestImportRay(t *testing.T) {
 		}
 	}
 }
+
+// TestPreloadReachesNatives: an LD_PRELOAD library in Ray's environment
+// reaches the native raylet and core workers through the tree and sees
+// their connect() calls: with node IP 127.0.0.9 and a library sending
+// connects to 127.0.0.9 to 127.0.0.1, where nothing listens for them, the
+// core workers' and the raylet's connects end on 127.0.0.1 and fail there.
+func TestPreloadReachesNatives(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Fatalf("cc missing (the natives need it too): %v", err)
+	}
+	lib := filepath.Join(t.TempDir(), "rewrite.so")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, "testdata/rewrite.c", "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v: %s", lib, err, out)
+	}
+	n := newNode(t, "127.0.0.9", 2)
+	f := run(t, "", append(secrets(t), "LD_PRELOAD="+lib), nil, n.args()...)
+	f.expect(t, "fakeray started")
+	r := f.record(t)
+	w := r.Children["core_worker_0"]
+	if w.Env["LD_PRELOAD"] != lib {
+		t.Errorf("core worker LD_PRELOAD %q, want %q", w.Env["LD_PRELOAD"], lib)
+	}
+	// The raylet listens on 0.0.0.0, so the rewritten connect still lands.
+	if w.Connect == nil || w.Connect.Addr != "127.0.0.9" || w.Connect.Result != "127.0.0.1:"+itoa(n.nm) || !w.Registered {
+		t.Errorf("core worker connect %+v registered %v, want 127.0.0.9 rewritten to 127.0.0.1:%d", w.Connect, w.Registered, n.nm)
+	}
+	// The runtime-env agent listens on 127.0.0.9 only: the raylet's
+	// rewritten connect is refused.
+	if c := r.Children["raylet"].AgentConn; c == nil || c.OK || c.ErrnoName != "ECONNREFUSED" {
+		t.Errorf("raylet → runtime-env agent %+v, want ECONNREFUSED after the rewrite", c)
+	}
+	if !slices.Contains(r.Problems, "raylet: connect 127.0.0.9:"+itoa(n.rea)+": ECONNREFUSED") {
+		t.Errorf("problems %q lack the raylet's refused connect", r.Problems)
+	}
+}
