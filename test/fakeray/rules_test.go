@@ -310,6 +310,33 @@ func TestHeadForm(t *testing.T) {
 	if len(r.Problems) > 0 {
 		t.Errorf("problems %q", r.Problems)
 	}
+	d := r.Children["dashboard"]
+	if len(d.Binds) == 0 || !d.Binds[len(d.Binds)-1].OK || d.Binds[0].Addr != "127.0.0.1" || d.Binds[0].Port != 8265 {
+		t.Errorf("dashboard binds %+v, want 127.0.0.1 from 8265 up", d.Binds)
+	}
+}
+
+// TestHeadDashboardPortTaken: an explicit --dashboard-port that is taken
+// fails `ray start --head` (exit 1); --include-dashboard=false starts none.
+func TestHeadDashboardPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := itoa(l.Addr().(*net.TCPAddr).Port)
+	temp, _ := os.MkdirTemp("", "fr")
+	defer os.RemoveAll(temp)
+	head := []string{"start", "--head", "--block", "--node-ip-address=127.0.0.1", "--port=" + itoa(ports(t, 1)[0]), "--num-cpus=1", "--temp-dir=" + temp}
+	f := run(t, "", secrets(t), nil, append(head, "--dashboard-port="+taken)...)
+	if code := f.wait(t); code != 1 || !strings.Contains(f.record(t).Error, "already occupied") {
+		t.Errorf("exit %d error %q, want 1: dashboard port taken", code, f.record(t).Error)
+	}
+	f = run(t, "", secrets(t), nil, append(head, "--dashboard-port="+taken, "--include-dashboard=false")...)
+	f.expect(t, "fakeray started")
+	if _, ok := f.record(t).Children["dashboard"]; ok {
+		t.Error("a dashboard started with --include-dashboard=false")
+	}
 }
 
 // TestIgnoreTerm: with FAKERAY_IGNORE_TERM=1 SIGTERM is recorded but does not

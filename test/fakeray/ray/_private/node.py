@@ -4,6 +4,7 @@ test/fakeray/SOURCES.md.
 """
 
 import datetime
+import errno
 import glob
 import json
 import os
@@ -21,6 +22,7 @@ GCS_SERVER = os.path.join(NATIVE, "gcs", "gcs_server")
 CORE_WORKER = os.path.join(NATIVE, "core_worker", "core_worker")
 DEFAULT_TEMP_DIR = "/tmp/ray"
 DEFAULT_GCS_PORT = 6379
+DEFAULT_DASHBOARD_PORT = 8265
 # Ray's --block treats these return codes as a graceful exit, not a failure.
 EXPECTED_RETURN_CODES = (0, signal.SIGTERM, -signal.SIGTERM, 128 + signal.SIGTERM)
 
@@ -75,8 +77,33 @@ def configure(o, version, env):
         "tls": tls,
         "usage_stats": not o["disable-usage-stats"],
     }
+    cfg["dashboard"] = dashboard(o) if o["head"] else None
     cfg["session_dir"] = make_session(cfg["temp_dir"])
     return cfg
+
+
+def dashboard(o):
+    """services.start_api_server's settings: on unless --include-dashboard
+    is false; an explicit --dashboard-port must be free now (else exit 1)
+    and gets no retries; the default 8265 gets 50. A dashboard that fails
+    to start exits 1, which `--block` then treats as any child's death."""
+    if o["include-dashboard"] is False:
+        return None
+    host, port, retries = o["dashboard-host"], o["dashboard-port"], 0
+    if port is None:
+        port, retries = DEFAULT_DASHBOARD_PORT, 50
+    else:
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise checks.Abort("Failed to bind to %s:%d because it's already occupied." % (host, port))
+            raise checks.Abort("dashboard %s:%d: %s" % (host, port, e))
+        finally:
+            s.close()
+    return {"host": host, "port": port, "port_retries": retries}
 
 
 def ip_from_perspective(address):
@@ -152,6 +179,11 @@ class Tree:
         if c["head"]:
             self.spawn("gcs_server", [GCS_SERVER, "--gcs_server_port=%d" % c["gcs_port"],
                                       "--node_ip_address=" + c["node_ip_address"], "--session_dir=" + c["session_dir"]])
+        if c["dashboard"]:
+            d = c["dashboard"]
+            self.spawn("dashboard", [sys.executable, "-u", os.path.join(RAY_PATH, "dashboard", "dashboard.py"),
+                                     "--host=" + d["host"], "--port=%d" % d["port"], "--port-retries=%d" % d["port_retries"],
+                                     "--session-dir=" + c["session_dir"], "--temp-dir=" + c["temp_dir"]])
         self.spawn("raylet", self.raylet_command())
 
     def agent_commands(self):
@@ -214,6 +246,8 @@ class Tree:
                    and all(st.get(n, {}).get("state") in ("running", "exited") for n in ["runtime_env_agent", "dashboard_agent"] + workers))
         if self.cfg["head"]:
             settled = settled and st.get("gcs_server", {}).get("state") in ("running", "exited")
+        if self.cfg["dashboard"]:
+            settled = settled and st.get("dashboard", {}).get("state") in ("running", "exited")
         return {"children": st, "started": bool(settled), "problems": problems(st, raylet, workers)}
 
     def unexpected_deaths(self):

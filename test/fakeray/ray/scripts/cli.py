@@ -26,6 +26,8 @@ MODELLED = {
     "resources": ("str", "{}"),
     "head": ("flag", False),
     "include-dashboard": ("bool", None),
+    "dashboard-host": ("str", "127.0.0.1"),
+    "dashboard-port": ("int", None),
     "dashboard-agent-listen-port": ("int", 52365),
     "dashboard-agent-grpc-port": ("int", None),
     "runtime-env-agent-port": ("int", None),
@@ -39,7 +41,7 @@ MODELLED = {
 # The rest of Ray's `start` options (master, 2026-02).
 UNMODELLED = {
     "redis-username", "redis-password", "redis-shard-ports", "ray-client-server-port",
-    "memory", "object-store-memory", "dashboard-host", "dashboard-port", "plasma-directory",
+    "memory", "object-store-memory", "plasma-directory",
     "object-spilling-directory", "autoscaling-config", "no-redirect-output", "system-config",
     "enable-object-reconstruction", "no-monitor", "tracing-startup-hook",
     "ray-debugger-external", "labels-file", "include-log-monitor",
