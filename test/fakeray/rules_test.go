@@ -427,3 +427,12 @@ func TestPreloadReachesNatives(t *testing.T) {
 		t.Errorf("problems %q lack the raylet's refused connect", r.Problems)
 	}
 }
+
+// TestTick: FAKERAY_TICK_S prints `fakeray tick N` while it blocks (a Ray
+// log that grows, for `head logs --follow`).
+func TestTick(t *testing.T) {
+	n := newNode(t, "127.0.0.1", 2)
+	f := run(t, "", append(secrets(t), "FAKERAY_TICK_S=0.2"), nil, n.args()...)
+	f.expect(t, "fakeray tick 1")
+	f.expect(t, "fakeray tick 2")
+}

@@ -145,9 +145,15 @@ class Run:
     def block(self):
         after = os.environ.get("FAKERAY_EXIT_AFTER")
         deadline = time.monotonic() + float(after) if after else None
+        tick = float(os.environ.get("FAKERAY_TICK_S") or "0")
+        next_tick, ticks = time.monotonic() + tick, 0
         started = False
         while True:
             time.sleep(POLL_S)  # PEP 475: a signal runs its handler here
+            if tick > 0 and time.monotonic() >= next_tick:
+                ticks += 1
+                next_tick += tick
+                say("fakeray tick %d" % ticks)  # a line now and then, as Ray's log grows
             got = self.tree.gather()
             if got != {k: self.rec.get(k) for k in got}:
                 self.rec.update(got)
