@@ -3,7 +3,6 @@ package fakeray_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,64 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// sockop is one bind or connect a child recorded.
-type sockop struct {
-	Op, Addr  string
-	Port      int
-	OK        bool   `json:"ok"`
-	ErrnoName string `json:"errno_name"`
-	Result    string
-}
-
-// child is one process's status (SESSION/fakeray/NAME.json).
-type child struct {
-	Name       string            `json:"name"`
-	PID        int               `json:"pid"`
-	PPID       int               `json:"ppid"`
-	State      string            `json:"state"`
-	Argv       []string          `json:"argv"`
-	Env        map[string]string `json:"env"`
-	Binds      []sockop          `json:"binds"`
-	Connect    *sockop           `json:"connect"`
-	AgentConn  *sockop           `json:"runtime_env_agent_connect"`
-	Registered bool              `json:"registered"`
-	HTTP       string            `json:"http_server"`
-	NoPorts    int               `json:"no_available_ports"`
-	ExitReason string            `json:"exit_reason"`
-	Children   []struct {
-		Name     string `json:"name"`
-		PID      int    `json:"pid"`
-		Port     int    `json:"port"`
-		Exited   bool   `json:"exited"`
-		ExitCode int    `json:"exit_code"`
-	} `json:"children"`
-}
-
-// record is the part of fakeray's JSON record the tests read.
-type record struct {
-	Argv     []string          `json:"argv"`
-	Env      map[string]string `json:"env"`
-	PID      int               `json:"pid"`
-	PPID     int               `json:"ppid"`
-	PGID     int               `json:"pgid"`
-	SysPath  []string          `json:"sys_path"`
-	Imports  map[string]any    `json:"imports"`
-	Signal   int               `json:"signal"`
-	Ignored  []int             `json:"ignored"`
-	After    float64           `json:"exited_after"`
-	Error    string            `json:"error"`
-	Started  bool              `json:"started"`
-	Problems []string          `json:"problems"`
-	Children map[string]child  `json:"children"`
-	Exits    map[string]int    `json:"unexpected_exits"`
-	Node     struct {
-		NodeName string `json:"node_name"`
-		Session  string `json:"session_dir"`
-		NumCPUs  int    `json:"num_cpus"`
-		Auth     string `json:"auth_token_source"`
-		TLS      bool   `json:"tls"`
-	} `json:"node"`
-}
+type (
+	record = fakeray.Record
+)
 
 // fake is one running fakeray with its stdout read line by line.
 type fake struct {
@@ -166,13 +110,9 @@ func (f *fake) wait(t *testing.T) int {
 
 func (f *fake) record(t *testing.T) record {
 	t.Helper()
-	b, err := os.ReadFile(f.rec)
+	r, err := fakeray.ReadRecord(f.rec)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("record %s: %v", b, err)
 	}
 	return r
 }

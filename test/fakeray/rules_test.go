@@ -32,7 +32,8 @@ func TestStartBlockRecordsAndStops(t *testing.T) {
 	}{
 		{"term", syscall.SIGTERM, "", 1},
 		{"term_override", syscall.SIGTERM, "7", 7},
-		{"int", syscall.SIGINT, "3", 3},
+		{"int", syscall.SIGINT, "", -1},
+		{"int_override", syscall.SIGINT, "3", 3},
 		{"hup", syscall.SIGHUP, "", -1},
 	}
 	for _, c := range cases {
