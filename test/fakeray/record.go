@@ -32,6 +32,7 @@ type Child struct {
 	Binds      []SockOp          `json:"binds"`
 	Connect    *SockOp           `json:"connect"`                   // core worker → raylet
 	AgentConn  *SockOp           `json:"runtime_env_agent_connect"` // raylet → runtime-env agent
+	WorkerConn []SockOp          `json:"worker_connects"`           // raylet → each worker's port
 	Registered bool              `json:"registered"`
 	HTTP       string            `json:"http_server"` // dashboard agent: on/off
 	NoPorts    int               `json:"no_available_ports"`

@@ -124,6 +124,14 @@ func TestTreeOnLoopback(t *testing.T) {
 			if c := raylet.AgentConn; c == nil || !c.OK || c.Addr != ip || c.Port != n.rea {
 				t.Errorf("raylet → runtime-env agent: %+v, want ok to %s:%d", c, ip, n.rea)
 			}
+			if len(raylet.WorkerConn) != n.cpus {
+				t.Errorf("raylet → workers: %+v, want %d connects", raylet.WorkerConn, n.cpus)
+			}
+			for _, c := range raylet.WorkerConn {
+				if !c.OK || c.Addr != ip || !slices.Contains(n.workers, c.Port) {
+					t.Errorf("raylet → worker %+v, want ok to %s on a worker port", c, ip)
+				}
+			}
 			for i := range n.cpus {
 				w := r.Children["core_worker_"+itoa(i)]
 				if w.Connect == nil || !w.Connect.OK || w.Connect.Addr != ip || w.Connect.Port != n.nm || !w.Registered {
@@ -418,6 +426,11 @@ func TestPreloadReachesNatives(t *testing.T) {
 	// The raylet listens on 0.0.0.0, so the rewritten connect still lands.
 	if w.Connect == nil || w.Connect.Addr != "127.0.0.9" || w.Connect.Result != "127.0.0.1:"+itoa(n.nm) || !w.Registered {
 		t.Errorf("core worker connect %+v registered %v, want 127.0.0.9 rewritten to 127.0.0.1:%d", w.Connect, w.Registered, n.nm)
+	}
+	for _, c := range r.Children["raylet"].WorkerConn {
+		if !c.OK || c.Result != "127.0.0.1:"+itoa(c.Port) {
+			t.Errorf("raylet → worker %+v, want 127.0.0.9 rewritten to 127.0.0.1", c)
+		}
 	}
 	// The runtime-env agent listens on 127.0.0.9 only: the raylet's
 	// rewritten connect is refused.

@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
 		return 1;
 	}
 	char msg[64], buf[64];
-	int n = snprintf(msg, sizeof msg, "register %d\n", (int)getpid());
+	int n = snprintf(msg, sizeof msg, "register %d %d\n", (int)getpid(), port);
 	if (write(fd, msg, (size_t)n) == n && read(fd, buf, sizeof buf) >= 3 && memcmp(buf, "ok\n", 3) == 0)
 		registered = 1;
 	snprintf(state, sizeof state, registered ? "running" : "exited");

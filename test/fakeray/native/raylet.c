@@ -10,7 +10,8 @@
  *    of the runtime-env agent) and records the outcome;
  *  - leases --num_prestart_python_workers core workers, each taking a free
  *    port of --worker_port_list ("No available ports" when none is free),
- *    and answers their registration on the node manager port;
+ *    answers their registration on the node manager port, and connects to
+ *    each at node_ip:its worker port (the raylet is a client of its workers);
  *  - on SIGTERM stops its children and exits 0 (graceful shutdown).
  */
 #define _GNU_SOURCE
@@ -42,7 +43,9 @@ static volatile sig_atomic_t got_term;
 static int argc_g;
 static char **argv_g;
 static const char *session, *role;
-static struct sockop binds[3], agent_conn;
+static struct sockop binds[3], agent_conn, worker_conns[128];
+static int nworker_conns;
+static const char *node_ip;
 static int nbinds, registered, no_ports, nfree;
 static int free_ports[1024];
 static char state[32] = "starting", exit_reason[256] = "";
@@ -71,6 +74,13 @@ static void write_status(void) {
 		jop(f, &agent_conn);
 	else
 		fprintf(f, "null");
+	fprintf(f, ",\"worker_connects\":[");
+	for (int i = 0; i < nworker_conns; i++) {
+		if (i)
+			fputc(',', f);
+		jop(f, &worker_conns[i]);
+	}
+	fprintf(f, "]");
 	fprintf(f, ",\"registered_workers\":%d,\"no_available_ports\":%d,\"children\":[", registered, no_ports);
 	for (int i = 0; i < nkids; i++) {
 		fprintf(f, "%s{\"name\":\"%s\",\"pid\":%d,\"port\":%d,\"exited\":%s,\"exit_code\":%d}", i ? "," : "",
@@ -283,7 +293,7 @@ int main(int argc, char **argv) {
 	if (strcmp(role, "gcs_server") == 0) {
 		pf[np++] = (struct pollfd){.fd = bind_or_die(flag(argc, argv, "gcs_server_port", "6379")), .events = POLLIN};
 	} else {
-		const char *ip = flag(argc, argv, "node_ip_address", "127.0.0.1");
+		const char *ip = node_ip = flag(argc, argv, "node_ip_address", "127.0.0.1");
 		const char *nm = flag(argc, argv, "node_manager_port", "0");
 		int nm_fd = bind_or_die(nm);
 		if (nm_fd < 0)
@@ -354,6 +364,15 @@ int main(int argc, char **argv) {
 			}
 			if (r >= 8 && memcmp(buf, "register", 8) == 0) {
 				registered++;
+				/* The raylet is a client of each worker's gRPC server at
+				 * node IP:worker port (lease grants, kills). */
+				buf[r < (ssize_t)sizeof buf ? r : (ssize_t)sizeof buf - 1] = 0;
+				int wpid = 0, wport = 0;
+				if (sscanf(buf, "register %d %d", &wpid, &wport) == 2 && wport > 0 && nworker_conns < 128) {
+					int wfd = tcp_op("connect", node_ip, wport, &worker_conns[nworker_conns++]);
+					if (wfd >= 0)
+						close(wfd);
+				}
 				write_status();
 			}
 			(void)!write(pf[i].fd, "ok\n", 3);

@@ -281,6 +281,9 @@ def problems(st, raylet, workers):
         conn = s.get("connect") or s.get("runtime_env_agent_connect")
         if conn and not conn.get("ok"):
             out.append("%s: connect %s:%s: %s" % (name, conn["addr"], conn["port"], conn.get("errno_name") or conn.get("error")))
+        for c in s.get("worker_connects", []):
+            if not c.get("ok"):
+                out.append("%s: connect %s:%s: %s" % (name, c["addr"], c["port"], c.get("errno_name") or c.get("error")))
         if s.get("http_server") == "off":
             out.append("%s: HTTP server off" % name)
     if raylet.get("no_available_ports"):
