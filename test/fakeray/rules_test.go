@@ -1,6 +1,7 @@
 package fakeray_test
 
 import (
+	"bufio"
 	"net"
 	"os"
 	"os/exec"
@@ -449,4 +450,39 @@ func TestTick(t *testing.T) {
 	f := run(t, "", append(secrets(t), "FAKERAY_TICK_S=0.2"), nil, n.args()...)
 	f.expect(t, "fakeray tick 1")
 	f.expect(t, "fakeray tick 2")
+}
+
+// TestBuildsNativesOnFirstUse: after a plain clone (no natives built) the
+// first `ray start` builds them, so no test needs a build step first.
+func TestBuildsNativesOnFirstUse(t *testing.T) {
+	copyDir := t.TempDir()
+	cp := exec.Command("cp", "-a", fakeray.Dir()+"/.", copyDir)
+	if out, err := cp.CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v: %s", err, out)
+	}
+	if err := os.RemoveAll(filepath.Join(copyDir, "ray", "core")); err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, "127.0.0.1", 2)
+	f := &fake{rec: filepath.Join(t.TempDir(), "record.json"), lines: make(chan string, 100)}
+	f.cmd = exec.Command(python(t), append([]string{"-m", "ray.scripts.scripts"}, n.args()...)...)
+	f.cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "PYTHONPATH=" + copyDir, "FAKERAY_RECORD=" + f.rec}, secrets(t)...)
+	f.cmd.Dir = t.TempDir() // under -m, the working dir is sys.path[0]
+	f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, _ := f.cmd.StdoutPipe()
+	if err := f.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL) })
+	go func() {
+		defer close(f.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f.lines <- sc.Text()
+		}
+	}()
+	f.expect(t, "fakeray started")
+	if r := f.record(t); !strings.HasPrefix(r.Children["raylet"].Argv[0], copyDir) {
+		t.Errorf("raylet %q, want the one built under %s", r.Children["raylet"].Argv[0], copyDir)
+	}
 }
