@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 cc=${CC:-cc}
 out=ray/core/src/ray
 build() { # build SRC OUT
-	if [ -x "$2" ] && [ ! native/"$1" -nt "$2" ] && [ ! native/common.h -nt "$2" ]; then
+	if [ -x "$2" ] && [ ! native/"$1" -nt "$2" ] && [ ! native/status.h -nt "$2" ]; then
 		return 0
 	fi
 	mkdir -p "$(dirname "$2")"

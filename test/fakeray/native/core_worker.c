@@ -5,7 +5,7 @@
  * when the raylet goes away (a worker never outlives its raylet).
  */
 #define _GNU_SOURCE
-#include "common.h"
+#include "status.h"
 
 #include <signal.h>
 

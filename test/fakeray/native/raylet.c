@@ -15,7 +15,7 @@
  *  - on SIGTERM stops its children and exits 0 (graceful shutdown).
  */
 #define _GNU_SOURCE
-#include "common.h"
+#include "status.h"
 
 #include <fcntl.h>
 #include <libgen.h>

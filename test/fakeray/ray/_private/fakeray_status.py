@@ -2,7 +2,7 @@
 
 Every process of the fake tree writes SESSION_DIR/fakeray/NAME.json
 atomically; `ray start` folds them into its record (test/fakeray/README.md).
-The native programs write the same shape from C (native/common.h).
+The native programs write the same shape from C (native/status.h).
 """
 
 import errno

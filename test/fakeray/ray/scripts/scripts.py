@@ -18,7 +18,7 @@ import sys
 import time
 
 import ray
-from ray._private import checks, node
+from ray._private import checks, node, tree
 from ray._private.fakeray_status import write_atomic
 from ray.scripts import cli
 
@@ -138,7 +138,7 @@ class Run:
         self.save()
         if not opts["block"]:
             return 0  # Ray's daemons would run on; the stand-in starts none without --block
-        self.tree = node.Tree(cfg)
+        self.tree = tree.Tree(cfg)
         self.tree.start()
         return self.block()
 

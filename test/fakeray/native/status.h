@@ -1,4 +1,4 @@
-/* Shared by the stand-in's native programs (raylet.c, core_worker.c).
+/* status.h: shared by the stand-in's native programs (raylet.c, core_worker.c).
  *
  * They are plain dynamically linked C against glibc on purpose: a real
  * raylet and core worker call libc's bind()/connect(), so an LD_PRELOAD
@@ -6,8 +6,8 @@
  * Ray's. Each program writes its own status as JSON (atomically) to
  * SESSION_DIR/fakeray/NAME.json, which `ray start` folds into its record.
  */
-#ifndef FAKERAY_COMMON_H
-#define FAKERAY_COMMON_H
+#ifndef FAKERAY_STATUS_H
+#define FAKERAY_STATUS_H
 
 #include <arpa/inet.h>
 #include <errno.h>
