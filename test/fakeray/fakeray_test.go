@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,7 +40,7 @@ type fake struct {
 	rec   string
 }
 
-func python(t *testing.T) string {
+func python(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("python3")
 	if err != nil {
@@ -51,7 +53,7 @@ func python(t *testing.T) string {
 // ray.scripts.scripts ARGS, this dir on PYTHONPATH (after shimDir when
 // given), env exactly PATH, PYTHONPATH, FAKERAY_RECORD and extra. wrap, if
 // any, is prepended to the command (unshare for a netns).
-func run(t *testing.T, shimDir string, extra []string, wrap []string, args ...string) *fake {
+func run(t testing.TB, shimDir string, extra []string, wrap []string, args ...string) *fake {
 	t.Helper()
 	pp := fakeray.Dir()
 	if shimDir != "" {
@@ -85,7 +87,7 @@ func run(t *testing.T, shimDir string, extra []string, wrap []string, args ...st
 	return f
 }
 
-func (f *fake) expect(t *testing.T, want string) {
+func (f *fake) expect(t testing.TB, want string) {
 	t.Helper()
 	for l := range f.lines {
 		if l == want {
@@ -96,7 +98,7 @@ func (f *fake) expect(t *testing.T, want string) {
 }
 
 // wait returns the exit code (-1 when killed by a signal).
-func (f *fake) wait(t *testing.T) int {
+func (f *fake) wait(t testing.TB) int {
 	t.Helper()
 	for range f.lines {
 	}
@@ -108,7 +110,7 @@ func (f *fake) wait(t *testing.T) int {
 	return f.cmd.ProcessState.ExitCode()
 }
 
-func (f *fake) record(t *testing.T) record {
+func (f *fake) record(t testing.TB) record {
 	t.Helper()
 	r, err := fakeray.ReadRecord(f.rec)
 	if err != nil {
@@ -117,21 +119,27 @@ func (f *fake) record(t *testing.T) record {
 	return r
 }
 
-// ports returns n distinct ports free on this machine now.
-func ports(t *testing.T, n int) []int {
+// ports returns n distinct ports free on this machine now, below the
+// kernel's ephemeral range (32768+): a port from bind(:0) can be taken
+// again at once by any outgoing connection on this shared machine, and the
+// raylet's later bind would then fail with EADDRINUSE.
+func ports(t testing.TB, n int) []int {
 	t.Helper()
-	var ls []net.Listener
 	var ps []int
-	for range n {
-		l, err := net.Listen("tcp", "0.0.0.0:0")
-		if err != nil {
-			t.Fatal(err)
+	for tries := 0; len(ps) < n; tries++ {
+		if tries > 1000 {
+			t.Fatal("no free ports in 20000-32767")
 		}
-		ls = append(ls, l)
-		ps = append(ps, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
+		p := 20000 + rand.IntN(12768)
+		if slices.Contains(ps, p) {
+			continue
+		}
+		l, err := net.Listen("tcp", "0.0.0.0:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
 		l.Close()
+		ps = append(ps, p)
 	}
 	return ps
 }
@@ -146,7 +154,7 @@ type node struct {
 	extra                               []string // more flags
 }
 
-func newNode(t *testing.T, ip string, workers int) node {
+func newNode(t testing.TB, ip string, workers int) node {
 	p := ports(t, 6+workers)
 	temp, err := os.MkdirTemp("", "fr") // short: Ray's AF_UNIX sockets live under it
 	if err != nil {
@@ -172,7 +180,7 @@ func (n node) args() []string {
 
 // secrets writes the TLS files and token file SPEC §9 gives Ray and
 // returns the env naming them.
-func secrets(t *testing.T) []string {
+func secrets(t testing.TB) []string {
 	t.Helper()
 	d := t.TempDir()
 	files := map[string]string{
@@ -192,7 +200,7 @@ func secrets(t *testing.T) []string {
 }
 
 // gone waits until no process has pid.
-func gone(t *testing.T, what string, pid int) {
+func gone(t testing.TB, what string, pid int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -203,7 +211,7 @@ func gone(t *testing.T, what string, pid int) {
 	t.Errorf("%s (pid %d) still running", what, pid)
 }
 
-func needRoot(t *testing.T, why string) {
+func needRoot(t testing.TB, why string) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return
