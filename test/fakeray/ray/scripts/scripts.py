@@ -79,6 +79,7 @@ class Run:
         self.path = record_path()
         self.ignored = []
         self.tree = None
+        self.pending = None  # a stop signal the --block loop has yet to act on
 
     def save(self):
         write_atomic(self.path, self.rec)
@@ -99,24 +100,33 @@ class Run:
         return code
 
     def on_signal(self, signum, _frame):
+        """Only note the signal: the --block loop acts on it. Stopping here
+        could deadlock: the handler may interrupt Popen.poll() while it
+        holds the lock that Popen.wait() needs."""
         if signum == signal.SIGTERM and os.environ.get("FAKERAY_IGNORE_TERM") == "1":
             self.ignored.append(signum)
             self.rec["ignored"] = self.ignored
             self.save()
             say("fakeray ignored SIGTERM")
             return
+        if self.pending is None:
+            self.pending = signum
+
+    def finish_signal(self):
+        signum = self.pending
         self.rec["signal"] = signum
         if signum == signal.SIGTERM:
             # Node's SIGTERM handler: kill_all_processes, then sys.exit(1).
-            os._exit(self.stop(exit_code(1)))
+            return self.stop(exit_code(1))
         # SIGINT (KeyboardInterrupt, atexit kills the children) and SIGHUP
         # (no handler; the reaper kills the group) end Ray by the signal.
         code = os.environ.get("FAKERAY_EXIT_CODE")
-        self.stop(int(code) if code else -signum)
         if code:
-            os._exit(int(code))
+            return self.stop(int(code))
+        self.stop(-signum)
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+        return 128 + signum  # not reached: the default action ends us
 
     def main(self, args):
         # Handlers go in before the record exists, so a test that waits for
@@ -138,6 +148,8 @@ class Run:
         self.save()
         if not opts["block"]:
             return 0  # Ray's daemons would run on; the stand-in starts none without --block
+        if self.pending is not None:
+            return self.finish_signal()
         self.tree = tree.Tree(cfg)
         self.tree.start()
         return self.block()
@@ -150,6 +162,8 @@ class Run:
         started = False
         while True:
             time.sleep(POLL_S)  # PEP 475: a signal runs its handler here
+            if self.pending is not None:
+                return self.finish_signal()
             if tick > 0 and time.monotonic() >= next_tick:
                 ticks += 1
                 next_tick += tick
