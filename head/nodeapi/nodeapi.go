@@ -5,7 +5,6 @@
 package nodeapi
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/rayvast/rayvast/head/answer"
 	"github.com/rayvast/rayvast/head/metrics"
@@ -28,8 +28,11 @@ type Config struct {
 	CA       *x509.CertPool // the cluster CA only
 	Interval time.Duration  // heartbeat interval told to nodes
 	Metrics  *metrics.Metrics
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Destroy ends a node's candidate at once (through the provider, as a
+	// lost node is): called on a ray_crashloop report. Nil: only logged.
+	Destroy func(candidateID, reason string)
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // Server is the port B handler.
@@ -37,6 +40,7 @@ type Server struct {
 	cfg    Config
 	mu     sync.Mutex
 	tokens map[string]secret.String // latest health token per instance, memory only
+	v      verdicts                 // chain verdicts by connection (verify.go)
 }
 
 // New returns a Server; Metrics, Log and Now default when nil.
@@ -50,19 +54,7 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, tokens: map[string]secret.String{}}
-}
-
-// TLSConfig is port B's TLS: the head's serving certificate, and a client
-// certificate requested on every connection. The chain is verified per
-// request (with the head's clock), so every failure answers the same 403
-// instead of a bare handshake error.
-func TLSConfig(cert tls.Certificate) *tls.Config {
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequestClientCert,
-		MinVersion:   tls.VersionTLS12,
-	}
+	return &Server{cfg: cfg, tokens: map[string]secret.String{}, v: verdicts{m: map[weak.Pointer[x509.Certificate]]verdict{}}}
 }
 
 // Handler routes port B.
@@ -88,12 +80,7 @@ func (s *Server) authorize(r *http.Request) (string, error) {
 		return "", s.forbidden("no_client_cert", nil)
 	}
 	leaf := r.TLS.PeerCertificates[0]
-	inter := x509.NewCertPool()
-	for _, c := range r.TLS.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.cfg.CA, Intermediates: inter, CurrentTime: s.cfg.Now(),
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if err := s.verifyChain(r.TLS.PeerCertificates); err != nil {
 		return "", s.forbidden("bad_client_cert", err)
 	}
 	id, err := pki.InstanceID(leaf)
@@ -168,9 +155,26 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.cfg.Metrics.Report()
 	s.cfg.Log.Info("node report", "instance", id, "event", rep.Event, "detail", rep.Detail)
+	if rep.Event == wire.EventRayCrashloop {
+		s.endCrashloop(id)
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// endCrashloop ends a node whose agent gave up on Ray (SPEC §7): at once,
+// not 3 silent intervals later, since the rental is paid by the hour.
+func (s *Server) endCrashloop(instanceID string) {
+	n, ok := s.cfg.Registry.Node(instanceID)
+	if !ok || s.cfg.Destroy == nil {
+		return
+	}
+	s.cfg.Log.Warn("node ray crash loop: ending it", "instance", instanceID, "candidate", n.CandidateID)
+	s.cfg.Destroy(n.CandidateID, ReasonCrashloop)
+}
+
+// ReasonCrashloop is the candidate's reason once a crash loop ended it.
+const ReasonCrashloop = "ray_crashloop"
 
 // HealthToken is the latest health token a node sent.
 func (s *Server) HealthToken(instanceID string) (secret.String, bool) {

@@ -13,7 +13,9 @@
 //	   ray_restarted and ray_crashloop; an enrollment retry with the same
 //	   token and port_key is answered (SPEC §6 step 2). Config gains
 //	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
-//	   provider, max_dph_total and public_logs.
+//	   provider, max_dph_total and public_logs. Admin API candidates
+//	   gain dph_total and rented_at (and the patch dph_total): what a
+//	   rental costs; the provider block gains intervals_s.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -43,6 +45,12 @@ const (
 	EnvPublicTCBInfo   = "RAYVAST_PUBLIC_TCBINFO"
 	EnvPython          = "RAYVAST_PYTHON"
 	EnvState           = "RAYVAST_STATE"
+
+	// Optional knobs of the agent's Ray restart policy (SPEC §9); the
+	// agent's defaults apply when unset.
+	EnvRayMaxRestarts   = "RAYVAST_RAY_MAX_RESTARTS"   // restarts allowed in the window
+	EnvRayRestartWindow = "RAYVAST_RAY_RESTART_WINDOW" // Go duration, e.g. 10m
+	EnvRayRestartDelay  = "RAYVAST_RAY_RESTART_DELAY"  // first backoff, doubling
 
 	// Set by vast itself; the RAYVAST_ names above win over these.
 	EnvVastContainerID = "CONTAINER_ID"
