@@ -87,8 +87,16 @@ class Run:
     def fail(self, code, msg):
         self.rec["error"] = msg
         self.rec["exit_code"] = code
+        self.note_ignored()
         self.save()
         return code
+
+    def note_ignored(self):
+        """Copy the SIGTERMs the handler ignored into the record; True when new."""
+        if len(self.ignored) == len(self.rec.get("ignored", [])):
+            return False
+        self.rec["ignored"] = list(self.ignored)
+        return True
 
     def stop(self, code):
         """Kill the children (Node.kill_all_processes), record, exit."""
@@ -96,17 +104,23 @@ class Run:
             self.tree.kill_all()
             self.rec.update(self.tree.gather())
         self.rec["exit_code"] = code
+        self.note_ignored()
         self.save()
         return code
+
+    def note_ignored(self):
+        """Copy the SIGTERMs the handler ignored into the record; True when new."""
+        if len(self.ignored) == len(self.rec.get("ignored", [])):
+            return False
+        self.rec["ignored"] = list(self.ignored)
+        return True
 
     def on_signal(self, signum, _frame):
         """Only note the signal: the --block loop acts on it. Stopping here
         could deadlock: the handler may interrupt Popen.poll() while it
         holds the lock that Popen.wait() needs."""
         if signum == signal.SIGTERM and os.environ.get("FAKERAY_IGNORE_TERM") == "1":
-            self.ignored.append(signum)
-            self.rec["ignored"] = self.ignored
-            self.save()
+            self.ignored.append(signum)  # recorded by the loop: never touch rec here
             say("fakeray ignored SIGTERM")
             return
         if self.pending is None:
@@ -169,7 +183,8 @@ class Run:
                 next_tick += tick
                 say("fakeray tick %d" % ticks)  # a line now and then, as Ray's log grows
             got = self.tree.gather()
-            if got != {k: self.rec.get(k) for k in got}:
+            changed = self.note_ignored()
+            if got != {k: self.rec.get(k) for k in got} or changed:
                 self.rec.update(got)
                 self.save()
             if not started and got["started"]:
