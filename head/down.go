@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // runDown ends the cluster: every candidate through the running head, every
@@ -26,9 +27,9 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	state := fs.String("state", "", "state dir of the head")
 	cfgPath := fs.String("config", "", "config file (for the cluster name; optional)")
-	prov := fs.String("provider", "none", "the head's built-in provider: none, docker or vast")
+	prov := fs.String("provider", "", "the head's built-in provider: none, docker or vast (default: the config's provider.kind, else none)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: head down --state DIR [--config FILE] [--provider none|docker|vast]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: head down --state DIR|--config FILE [--provider none|docker|vast]\n\n"+
 			"Ends the cluster: every candidate through the running head (which then rents\n"+
 			"nothing more until it restarts), every rental the provider still lists by\n"+
 			"label, and the nftables table of a stopped head.\n\n")
@@ -40,6 +41,9 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if *state == "" && *cfgPath != "" {
+		*state = defaultStateDir(*cfgPath) // where head up put it
+	}
 	if *state == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
@@ -50,6 +54,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cluster := st.Cluster
+	var pc *wire.ProviderConfig
 	if *cfgPath != "" {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
@@ -59,6 +64,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cfg.Cluster != "" {
 			cluster = cfg.Cluster
 		}
+		*prov, pc = providerKind(*prov, cfg), cfg.Provider
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	dc := reconcile.DownConfig{StateDir: st.Dir, Log: log,
@@ -74,7 +80,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		dc.Rentals = r
 	} else {
-		p, err := newProvider(*prov, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
+		p, err := newProvider(*prov, pc, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
 		if err != nil {
 			fmt.Fprintf(stderr, "head down: %v\n", err)
 			return 1

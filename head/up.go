@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rayvast/rayvast/head/config"
+	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/statedir"
+)
+
+const upUsage = `usage: head up --config FILE [--state DIR] [--no-ray-head] [--down-on-exit] [flags]
+
+The whole cluster from one file (SPEC §8): makes the state dir when it is new
+(head init), starts the Ray head with the cluster's TLS files and token and
+keeps it running (unless --no-ray-head), then serves ports A and B with the
+provider the config's "provider" block names. Ctrl-C or SIGTERM stops serving
+and the Ray head; rentals stay until "head down --config FILE" unless
+--down-on-exit. The head's IP is the host of ray.head_address unless --ip.
+
+`
+
+type upFlags struct {
+	serve                        serveFlags
+	ip, python                   string
+	noRayHead, downOnExit, quiet bool
+}
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("head up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var u upFlags
+	f := &u.serve
+	fs.StringVar(&f.config, "config", "", "config file (JSON, SPEC §8) with its provider block")
+	fs.StringVar(&f.state, "state", "", "state dir (default: beside the config, NAME.state for NAME.json)")
+	fs.BoolVar(&u.noRayHead, "no-ray-head", false, "do not start a Ray head: one runs elsewhere at ray.head_address")
+	fs.BoolVar(&u.downOnExit, "down-on-exit", false, "on Ctrl-C/SIGTERM also end every rental (head down)")
+	fs.StringVar(&u.ip, "ip", "", "the head's IP as rentals reach it, for a new state dir (default: ray.head_address's host)")
+	fs.StringVar(&u.python, "python", "", "python of the Ray head (default: $PYTHON, else python3)")
+	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap (default: the one built into head)")
+	fs.StringVar(&f.shim, "shim", "", "optional Python file put first on Ray's PYTHONPATH")
+	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh of built-in rentals (default: the one built into head)")
+	fs.StringVar(&f.listenA, "listen-a", "", "port A address (default: HEAD_IP:8443)")
+	fs.StringVar(&f.listenB, "listen-b", "", "port B address (default: HEAD_IP:8444)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "level of the head's log (STATE/head.log; warnings also on stderr)")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B: on, off, or auto (on with the vast provider)")
+	fs.BoolVar(&u.quiet, "quiet", false, "no progress lines")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), upUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.config == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		fmt.Fprintf(stderr, "head up: %v\n", err)
+		return 2
+	}
+	out := stdout
+	if u.quiet {
+		out = io.Discard
+	}
+	return up(ctx, u, cfg, newProgress(out), stderr)
+}
+
+// defaultStateDir is the state dir of a config: NAME.state beside NAME.json.
+func defaultStateDir(cfgPath string) string {
+	base := strings.TrimSuffix(filepath.Base(cfgPath), filepath.Ext(cfgPath))
+	return filepath.Join(filepath.Dir(cfgPath), base+".state")
+}
+
+// up is head up after the flags: init, Ray head, serve. It returns the exit code.
+func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr io.Writer) int {
+	f := u.serve
+	f.provider = providerKind("", cfg)
+	if f.state == "" {
+		f.state = defaultStateDir(f.config)
+	}
+	fail := func(code int, format string, a ...any) int {
+		p.end()
+		fmt.Fprintf(stderr, "head up: "+format+"\n", a...)
+		return code
+	}
+	rayHost, rayPort, _ := net.SplitHostPort(cfg.Ray.HeadAddress) // validated by config
+	if u.ip == "" {
+		u.ip = rayHost
+	}
+	if _, err := netip.ParseAddr(u.ip); err != nil {
+		return fail(2, "head IP %q: not an IP literal (ray.head_address's host, or --ip)", u.ip)
+	}
+	if err := ensureState(f.state, u.ip, cfg.Cluster, p); err != nil {
+		return fail(1, "%v", err)
+	}
+	st, err := statedir.Load(f.state)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if !u.noRayHead && st.HeadIP != rayHost {
+		// The Ray head runs beside the head: nodes reach both at one IP.
+		return fail(2, "ray.head_address %s: its host is not the state dir's head IP %s (use --no-ray-head for a Ray head elsewhere)", cfg.Ray.HeadAddress, st.HeadIP)
+	}
+	if f.listenA == "" {
+		f.listenA = net.JoinHostPort(st.HeadIP, "8443")
+	}
+	if f.listenB == "" {
+		f.listenB = net.JoinHostPort(st.HeadIP, "8444")
+	}
+	log, closeLog, err := upLog(st.Path("head.log"), f.logLevel, stderr)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer closeLog()
+
+	rayCtx, stopRay := context.WithCancel(context.Background())
+	rayDone := make(chan struct{})
+	close(rayDone) // reopened when a Ray head starts
+	hooks := serveHooks{
+		provider: func(ctx context.Context) error {
+			p.step("provider %s: ready", f.provider)
+			if u.noRayHead {
+				p.step("Ray head: run elsewhere, at %s (--no-ray-head)", cfg.Ray.HeadAddress)
+				return nil
+			}
+			run, err := startRayHead(st, u.python, net.JoinHostPort(rayHost, rayPort), log)
+			if err != nil {
+				return err
+			}
+			rayDone = make(chan struct{})
+			go func() { defer close(rayDone); run.Wait(rayCtx) }()
+			p.step("Ray head: running at %s (log %s)", cfg.Ray.HeadAddress, st.Path("ray-head.log"))
+			return nil
+		},
+		listening: func(a, b, sock string) {
+			p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
+			if path, err := writeAutoscalerYAML(st, cfg, sock); err != nil {
+				log.Warn("autoscaler yaml", "err", err)
+			} else {
+				p.step("Ray autoscaler config: %s", path)
+			}
+			go p.watch(ctx, sock, st.Dir)
+		},
+	}
+	serveErr := serve(ctx, f, cfg, log, hooks)
+	stopRay()
+	<-rayDone
+	p.end()
+	if !u.noRayHead {
+		p.step("Ray head: stopped")
+	}
+	code := 0
+	if serveErr != nil {
+		fmt.Fprintf(stderr, "head up: %v (log %s)\n", serveErr, st.Path("head.log"))
+		code = 1
+	}
+	if u.downOnExit {
+		p.step("--down-on-exit: ending every rental")
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if c := runDown(dctx, []string{"--state", st.Dir, "--config", f.config}, p.w, stderr); c != 0 && code == 0 {
+			code = c
+		}
+	} else if serveErr == nil {
+		p.step("stopped; rentals keep running until: head down --config %s", f.config)
+	}
+	return code
+}
+
+// ensureState runs head init when dir has no state yet.
+func ensureState(dir, ip, cluster string, p *progress) error {
+	if _, err := statedir.Load(dir); err == nil {
+		p.step("state: %s (existing)", dir)
+		return nil
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("state dir %s: exists but holds no complete state (not made by head init?)", dir)
+	}
+	if err := statedir.Init(statedir.Options{Dir: dir, IP: ip, Cluster: cluster}); err != nil {
+		return err
+	}
+	p.step("state: made %s (cluster CA, head certificate for %s, cluster token)", dir, ip)
+	return nil
+}
+
+// upLog writes the head's full log to path and its warnings to stderr too.
+func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(levelName)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level: %w", err)
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("head log: %w", err)
+	}
+	h := slog.NewMultiHandler(slog.NewTextHandler(fh, &slog.HandlerOptions{Level: level}),
+		slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(h), func() { fh.Close() }, nil
+}
+
+// startRayHead writes (once) the Ray head's TLS and token files into
+// STATE/ray-head and starts its supervisor.
+func startRayHead(st *statedir.State, python, address string, log *slog.Logger) (*rayhead.Run, error) {
+	files, err := rayHeadFilesOnce(st)
+	if err != nil {
+		return nil, err
+	}
+	if python == "" {
+		python = os.Getenv("PYTHON")
+	}
+	if python == "" {
+		python = "python3"
+	}
+	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address),
+		Env:     rayhead.Env(os.Environ(), rayhead.Files{CA: files.ca, Cert: files.cert, Key: files.key, Token: files.token}),
+		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
+		Log: log.With("part", "ray-head")})
+	if err != nil {
+		return nil, err
+	}
+	return sup.Start()
+}
+
+// rayHeadFilesOnce is head ray-head-cert into STATE/ray-head, reusing the
+// files of an earlier run.
+func rayHeadFilesOnce(st *statedir.State) (rayHeadFiles, error) {
+	dir := st.Path("ray-head")
+	f := rayHeadFiles{ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "ray-head.crt"),
+		key: filepath.Join(dir, "ray-head.key"), token: filepath.Join(dir, "cluster_token")}
+	have := 0
+	for _, p := range []string{f.ca, f.cert, f.key, f.token} {
+		if _, err := os.Stat(p); err == nil {
+			have++
+		}
+	}
+	if have == 4 {
+		return f, nil
+	}
+	if have > 0 {
+		return f, fmt.Errorf("ray head files: %s is incomplete; remove it to have it made again", dir)
+	}
+	ip, err := netip.ParseAddr(st.HeadIP)
+	if err != nil {
+		return f, fmt.Errorf("state head IP %q: %w", st.HeadIP, err)
+	}
+	return writeRayHeadFiles(st, ip, dir, time.Now())
+}
