@@ -164,3 +164,26 @@ func summaryLine(cands []wire.Candidate, nodes []wire.Node, ray rayhead.Status) 
 	return fmt.Sprintf("rentals: %s · nodes: %d (%d with Ray running) · Ray head: %s",
 		rentals, len(nodes), healthy, rh)
 }
+
+// printRayHead is head status's line on the Ray head that head up runs
+// (nothing when none ran from this state dir).
+func printRayHead(w io.Writer, stateDir string, now time.Time) {
+	st, ok, err := rayhead.ReadStatus(stateDir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "\nRAY HEAD: unreadable: %v\n", err)
+	case ok:
+		fmt.Fprintf(w, "\n%s\n", rayHeadLine(st, now))
+	}
+}
+
+func rayHeadLine(st rayhead.Status, now time.Time) string {
+	line := fmt.Sprintf("RAY HEAD  %s  %s  for %s  restarts %d", st.Address, st.State, now.Sub(st.Since).Round(time.Second), st.Restarts)
+	if st.PID != 0 {
+		line += fmt.Sprintf("  pid %d", st.PID)
+	}
+	if st.LastExit != "" {
+		line += "  last exit: " + st.LastExit
+	}
+	return line + "  log " + st.Log
+}
