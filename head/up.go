@@ -155,7 +155,23 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 			go p.watch(ctx, sock, st.Dir)
 		},
 	}
-	serveErr := serve(ctx, f, cfg, log, hooks)
+	// Serving ends when ctx does, but --down-on-exit first ends the
+	// candidates through the running head (its admin API), then stops it.
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	downCode := make(chan int, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+			if u.downOnExit {
+				downCode <- downOnExit(st.Dir, f.config, p, stderr)
+			}
+			stopServe()
+		case <-serveCtx.Done():
+		}
+	}()
+	serveErr := serve(serveCtx, f, cfg, log, hooks)
+	stopServe()
 	stopRay()
 	<-rayDone
 	p.end()
@@ -168,16 +184,30 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 		code = 1
 	}
 	if u.downOnExit {
-		p.step("--down-on-exit: ending every rental")
-		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if c := runDown(dctx, []string{"--state", st.Dir, "--config", f.config}, p.w, stderr); c != 0 && code == 0 {
+		var c int
+		select {
+		case c = <-downCode:
+		default: // serving ended by itself: end the rentals through the provider
+			c = downOnExit(st.Dir, f.config, p, stderr)
+		}
+		if c != 0 && code == 0 {
 			code = c
 		}
 	} else if serveErr == nil {
 		p.step("stopped; rentals keep running until: head down --config %s", f.config)
 	}
 	return code
+}
+
+// downOnExit is head down for --down-on-exit.
+func downOnExit(state, cfgPath string, p *progress, stderr io.Writer) int {
+	p.step("--down-on-exit: ending every candidate and rental")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p.mu.Lock()
+	p.clearLive()
+	p.mu.Unlock()
+	return runDown(ctx, []string{"--state", state, "--config", cfgPath}, p.w, stderr)
 }
 
 // ensureState runs head init when dir has no state yet.
