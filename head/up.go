@@ -125,6 +125,7 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 		return fail(2, "%v", err)
 	}
 	defer closeLog()
+	log = slog.New(dphTap{log.Handler(), p})
 
 	rayCtx, stopRay := context.WithCancel(context.Background())
 	rayDone := make(chan struct{})

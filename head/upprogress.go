@@ -23,8 +23,33 @@ type progress struct {
 	w    io.Writer
 	tty  bool
 	mu   sync.Mutex
-	live bool   // a summary line is on screen without its newline
-	last string // the last summary printed
+	live bool               // a summary line is on screen without its newline
+	last string             // the last summary printed
+	dph  map[string]float64 // candidate → $/h, where the provider said
+}
+
+// price records a candidate's $/h and shows it.
+func (p *progress) price(cand string, dph float64) {
+	p.mu.Lock()
+	if p.dph == nil {
+		p.dph = map[string]float64{}
+	}
+	p.dph[cand] = dph
+	p.mu.Unlock()
+	p.step("rental %s: rented at $%.3f/h", cand, dph)
+}
+
+// liveDPH sums the $/h of the candidates not ended; ok is false when no
+// price is known.
+func (p *progress) liveDPH(cands []wire.Candidate) (total float64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cands {
+		if v, known := p.dph[c.CandidateID]; known && c.State != wire.StateEnded {
+			total, ok = total+v, true
+		}
+	}
+	return total, ok
 }
 
 func newProgress(w io.Writer) *progress {
@@ -92,7 +117,11 @@ func (p *progress) watch(ctx context.Context, sock, stateDir string) {
 				p.step("%s", line)
 			}
 			ray, _, _ := rayhead.ReadStatus(stateDir)
-			p.summary(summaryLine(cands, nodes, ray))
+			line := summaryLine(cands, nodes, ray)
+			if dph, ok := p.liveDPH(cands); ok {
+				line += fmt.Sprintf(" · $%.3f/h", dph)
+			}
+			p.summary(line)
 		}
 		select {
 		case <-ctx.Done():
