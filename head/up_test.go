@@ -208,3 +208,23 @@ func TestVersion(t *testing.T) {
 		t.Errorf("head version:\n%s", out.String())
 	}
 }
+
+// TestUpNoRayHead: --no-ray-head starts no Ray head; the nodes join the
+// one at ray.head_address.
+func TestUpNoRayHead(t *testing.T) {
+	dir := t.TempDir()
+	cfg := upConfig(t, dir, "198.51.100.9:6379")
+	t.Setenv("PYTHON", filepath.Join(dir, "no-python")) // would fail if it were run
+	r := startUp(t, "--config", cfg, "--no-ray-head", "--ip", "127.0.0.1", "--agent", os.Args[0],
+		"--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0")
+	r.waitFor(t, "listening", func() bool { return strings.Contains(r.out.String(), "listening: port A") })
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, r.errOut.String())
+	}
+	if !strings.Contains(r.out.String(), "Ray head: run elsewhere, at 198.51.100.9:6379 (--no-ray-head)") {
+		t.Errorf("progress:\n%s", r.out.String())
+	}
+	if _, ok, _ := rayhead.ReadStatus(filepath.Join(dir, "cluster.state")); ok {
+		t.Error("a Ray head state file with --no-ray-head")
+	}
+}
