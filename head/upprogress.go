@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
@@ -210,6 +211,10 @@ func rayHeadLine(st rayhead.Status, now time.Time) string {
 	line := fmt.Sprintf("RAY HEAD  %s  %s  for %s  restarts %d", st.Address, st.State, now.Sub(st.Since).Round(time.Second), st.Restarts)
 	if st.PID != 0 {
 		line += fmt.Sprintf("  pid %d", st.PID)
+		if syscall.Kill(st.PID, 0) == syscall.ESRCH {
+			// head up died without stopping it (its state file is stale)
+			line += " (gone: is head up still running?)"
+		}
 	}
 	if st.LastExit != "" {
 		line += "  last exit: " + st.LastExit

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -37,5 +39,18 @@ func TestProgressLines(t *testing.T) {
 	line := summaryLine(cands, []wire.Node{{Ray: wire.RayStatus{State: "running"}}}, rayhead.Status{State: "running", Restarts: 2})
 	if line != "rentals: 1 ended, 1 enrolled, 1 pending · nodes: 1 (1 with Ray running) · Ray head: running (2 restarts)" {
 		t.Errorf("summary %q", line)
+	}
+}
+
+func TestRayHeadLineStale(t *testing.T) {
+	now := time.Now()
+	live := rayHeadLine(rayhead.Status{State: "running", Address: "10.0.0.1:6379", PID: os.Getpid(), Since: now}, now)
+	if strings.Contains(live, "gone") || !strings.HasPrefix(live, "RAY HEAD  10.0.0.1:6379  running") {
+		t.Errorf("live pid: %q", live)
+	}
+	// A pid that cannot exist (above pid_max's ceiling of 2^22).
+	stale := rayHeadLine(rayhead.Status{State: "running", Address: "10.0.0.1:6379", PID: 1<<22 + 7, Since: now}, now)
+	if !strings.Contains(stale, "gone") {
+		t.Errorf("stale pid: %q", stale)
 	}
 }
