@@ -96,7 +96,7 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 		fmt.Fprintf(stderr, "head up: "+format+"\n", a...)
 		return code
 	}
-	rayHost, rayPort, _ := net.SplitHostPort(cfg.Ray.HeadAddress) // validated by config
+	rayHost, _, _ := net.SplitHostPort(cfg.Ray.HeadAddress) // validated by config
 	if u.ip == "" {
 		u.ip = rayHost
 	}
@@ -127,77 +127,104 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 	defer closeLog()
 	log = slog.New(dphTap{log.Handler(), p})
 
+	r := &upRun{u: u, f: f, cfg: cfg, st: st, p: p, log: log, stderr: stderr}
+	return r.run(ctx)
+}
+
+// upRun is one head up from the state dir on: the Ray head and serve.
+type upRun struct {
+	u      upFlags
+	f      serveFlags
+	cfg    *config.Config
+	st     *statedir.State
+	p      *progress
+	log    *slog.Logger
+	stderr io.Writer
+
+	rayDone chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+}
+
+func (r *upRun) run(ctx context.Context) int {
 	rayCtx, stopRay := context.WithCancel(context.Background())
-	rayDone := make(chan struct{})
-	close(rayDone) // reopened when a Ray head starts
-	hooks := serveHooks{
-		provider: func(ctx context.Context) error {
-			p.step("provider %s: ready", f.provider)
-			if u.noRayHead {
-				p.step("Ray head: run elsewhere, at %s (--no-ray-head)", cfg.Ray.HeadAddress)
-				return nil
-			}
-			run, err := startRayHead(st, u.python, net.JoinHostPort(rayHost, rayPort), log)
-			if err != nil {
-				return err
-			}
-			rayDone = make(chan struct{})
-			go func() { defer close(rayDone); run.Wait(rayCtx) }()
-			p.step("Ray head: running at %s (log %s)", cfg.Ray.HeadAddress, st.Path("ray-head.log"))
-			return nil
-		},
-		listening: func(a, b, sock string) {
-			p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
-			if path, err := writeAutoscalerYAML(st, cfg, sock); err != nil {
-				log.Warn("autoscaler yaml", "err", err)
-			} else {
-				p.step("Ray autoscaler config: %s", path)
-			}
-			go p.watch(ctx, sock, st.Dir)
-		},
-	}
+	defer stopRay()
 	// Serving ends when ctx does, but --down-on-exit first ends the
 	// candidates through the running head (its admin API), then stops it.
 	serveCtx, stopServe := context.WithCancel(context.Background())
 	defer stopServe()
-	downCode := make(chan int, 1)
+	downCode := make(chan int, 1) // holds a code when the down ran
+	watcher := make(chan struct{})
 	go func() {
+		defer close(watcher)
 		select {
 		case <-ctx.Done():
-			if u.downOnExit {
-				downCode <- downOnExit(st.Dir, f.config, p, stderr)
+			if r.u.downOnExit {
+				downCode <- downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
 			}
 			stopServe()
 		case <-serveCtx.Done():
 		}
 	}()
-	serveErr := serve(serveCtx, f, cfg, log, hooks)
+	serveErr := serve(serveCtx, r.f, r.cfg, r.log, r.hooks(ctx, rayCtx))
 	stopServe()
+	<-watcher
 	stopRay()
-	<-rayDone
-	p.end()
-	if !u.noRayHead {
-		p.step("Ray head: stopped")
+	if r.rayDone != nil {
+		<-r.rayDone
+	}
+	r.p.end()
+	if r.rayDone != nil {
+		r.p.step("Ray head: stopped")
 	}
 	code := 0
 	if serveErr != nil {
-		fmt.Fprintf(stderr, "head up: %v (log %s)\n", serveErr, st.Path("head.log"))
+		fmt.Fprintf(r.stderr, "head up: %v (log %s)\n", serveErr, r.st.Path("head.log"))
 		code = 1
 	}
-	if u.downOnExit {
+	if r.u.downOnExit {
 		var c int
 		select {
 		case c = <-downCode:
 		default: // serving ended by itself: end the rentals through the provider
-			c = downOnExit(st.Dir, f.config, p, stderr)
+			c = downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
 		}
 		if c != 0 && code == 0 {
 			code = c
 		}
 	} else if serveErr == nil {
-		p.step("stopped; rentals keep running until: head down --config %s", f.config)
+		r.p.step("stopped; rentals keep running until: head down --config %s", r.f.config)
 	}
 	return code
+}
+
+// hooks start the Ray head once the provider is open (a Docker network's
+// gateway exists to bind) and the progress once the ports listen.
+func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
+	return serveHooks{
+		provider: func(context.Context) error {
+			r.p.step("provider %s: ready", r.f.provider)
+			if r.u.noRayHead {
+				r.p.step("Ray head: run elsewhere, at %s (--no-ray-head)", r.cfg.Ray.HeadAddress)
+				return nil
+			}
+			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, r.log)
+			if err != nil {
+				return err
+			}
+			r.rayDone = make(chan struct{})
+			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
+			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			return nil
+		},
+		listening: func(a, b, sock string) {
+			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
+			if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
+				r.log.Warn("autoscaler yaml", "err", err)
+			} else {
+				r.p.step("Ray autoscaler config: %s", path)
+			}
+			go r.p.watch(ctx, sock, r.st.Dir)
+		},
+	}
 }
 
 // downOnExit is head down for --down-on-exit.

@@ -46,22 +46,22 @@ func needFakeray(t *testing.T, record string) {
 	t.Setenv("FAKERAY_RECORD", record)
 }
 
-type upRun struct {
+type upProc struct {
 	out, errOut *syncbuf.Buffer
 	cancel      context.CancelFunc
 	code        chan int
 }
 
-func startUp(t *testing.T, args ...string) *upRun {
+func startUp(t *testing.T, args ...string) *upProc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &upRun{out: &syncbuf.Buffer{}, errOut: &syncbuf.Buffer{}, cancel: cancel, code: make(chan int, 1)}
+	r := &upProc{out: &syncbuf.Buffer{}, errOut: &syncbuf.Buffer{}, cancel: cancel, code: make(chan int, 1)}
 	go func() { r.code <- run(ctx, append([]string{"up"}, args...), r.out, r.errOut) }()
 	t.Cleanup(cancel)
 	return r
 }
 
-func (r *upRun) waitFor(t *testing.T, what string, ok func() bool) {
+func (r *upProc) waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !ok() {
@@ -76,7 +76,7 @@ func (r *upRun) waitFor(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-func (r *upRun) stop(t *testing.T) int {
+func (r *upProc) stop(t *testing.T) int {
 	t.Helper()
 	r.cancel()
 	select {
