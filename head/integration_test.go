@@ -411,7 +411,7 @@ func slowClientCut(t *testing.T, addr string) <-chan time.Duration {
 
 // TestHelp: every subcommand answers --help with exit 0 and its usage line.
 func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"init", "serve", "status"} {
+	for _, cmd := range []string{"init", "serve", "status", "up"} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), []string{cmd, "--help"}, &out, &errb)
 		if code != 0 || !strings.Contains(errb.String()+out.String(), "usage: head "+cmd) {
