@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -95,6 +96,14 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "head down: %v\n", err)
 		return 1
+	}
+	if *prov == "docker" && !rep.HeadRunning {
+		// Nothing uses the cluster's network any more (a running head's
+		// provider still would): remove it with anything left on it.
+		if err := docker.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == cluster }); err != nil {
+			fmt.Fprintf(stderr, "head down: %v\n", err)
+			return 1
+		}
 	}
 	return 0
 }

@@ -144,6 +144,9 @@ func TestUpDockerExample(t *testing.T) {
 	if err != nil || len(cs) != 0 {
 		t.Errorf("after head down: %d containers (%v), want 0\n%s", len(cs), err, down)
 	}
+	if ns, err := suite.eng.ListNetworks(context.Background(), docker.LabelCluster+"="+cluster); err != nil || len(ns) != 0 {
+		t.Errorf("after head down: %d networks (%v), want 0", len(ns), err)
+	}
 }
 
 type rayRecord struct {
