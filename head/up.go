@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -272,7 +274,7 @@ func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), erro
 // startRayHead writes (once) the Ray head's TLS and token files into
 // STATE/ray-head and starts its supervisor.
 func startRayHead(st *statedir.State, python, address string, log *slog.Logger) (*rayhead.Run, error) {
-	files, err := rayHeadFilesOnce(st)
+	files, err := rayHeadFilesOnce(st, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -293,8 +295,8 @@ func startRayHead(st *statedir.State, python, address string, log *slog.Logger) 
 }
 
 // rayHeadFilesOnce is head ray-head-cert into STATE/ray-head, reusing the
-// files of an earlier run.
-func rayHeadFilesOnce(st *statedir.State) (rayHeadFiles, error) {
+// files of an earlier run unless the certificate ends within renewBefore.
+func rayHeadFilesOnce(st *statedir.State, now time.Time) (rayHeadFiles, error) {
 	dir := st.Path("ray-head")
 	f := rayHeadFiles{ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "ray-head.crt"),
 		key: filepath.Join(dir, "ray-head.key"), token: filepath.Join(dir, "cluster_token")}
@@ -305,7 +307,15 @@ func rayHeadFilesOnce(st *statedir.State) (rayHeadFiles, error) {
 		}
 	}
 	if have == 4 {
-		return f, nil
+		if !certEndsBefore(f.cert, now.Add(renewBefore)) {
+			return f, nil
+		}
+		for _, p := range []string{f.ca, f.cert, f.key, f.token} {
+			if err := os.Remove(p); err != nil {
+				return f, fmt.Errorf("renew ray head files: %w", err)
+			}
+		}
+		have = 0
 	}
 	if have > 0 {
 		return f, fmt.Errorf("ray head files: %s is incomplete; remove it to have it made again", dir)
@@ -314,5 +324,24 @@ func rayHeadFilesOnce(st *statedir.State) (rayHeadFiles, error) {
 	if err != nil {
 		return f, fmt.Errorf("state head IP %q: %w", st.HeadIP, err)
 	}
-	return writeRayHeadFiles(st, ip, dir, time.Now())
+	return writeRayHeadFiles(st, ip, dir, now)
+}
+
+// renewBefore is how long before its end the Ray head's certificate is
+// issued again at a head up (it lasts pki.NodeLifetime).
+const renewBefore = 30 * 24 * time.Hour
+
+// certEndsBefore reports whether the PEM certificate at path ends before t
+// (an unreadable one does: it is made again).
+func certEndsBefore(path string, t time.Time) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return true
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return true
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	return err != nil || c.NotAfter.Before(t)
 }

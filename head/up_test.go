@@ -16,6 +16,8 @@ import (
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/syncbuf"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -226,5 +228,34 @@ func TestUpNoRayHead(t *testing.T) {
 	}
 	if _, ok, _ := rayhead.ReadStatus(filepath.Join(dir, "cluster.state")); ok {
 		t.Error("a Ray head state file with --no-ray-head")
+	}
+}
+
+// TestRayHeadFilesRenewed: an earlier run's files are reused until the
+// certificate nears its end, then made again.
+func TestRayHeadFilesRenewed(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"init", "--state", dir + "/s", "--ip", "127.0.0.1"}, &out, &errb); code != 0 {
+		t.Fatal(errb.String())
+	}
+	st, err := statedir.Load(dir + "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	old := now.Add(-pki.NodeLifetime + 10*24*time.Hour) // ends in 10 days
+	f, err := rayHeadFilesOnce(st, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(f.cert)
+	again, err := rayHeadFilesOnce(st, old)
+	if b, _ := os.ReadFile(again.cert); err != nil || !bytes.Equal(b, first) {
+		t.Errorf("a fresh certificate was not reused (%v)", err)
+	}
+	renewed, err := rayHeadFilesOnce(st, now)
+	if b, _ := os.ReadFile(renewed.cert); err != nil || bytes.Equal(b, first) || certEndsBefore(renewed.cert, now.Add(renewBefore)) {
+		t.Errorf("a certificate ending in 10 days was not renewed (%v)", err)
 	}
 }
