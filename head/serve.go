@@ -175,7 +175,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		defer prov.Close()
 	}
 	driver := rentals.New(rentals.Config{Provider: prov, Registry: reg, Blocklist: block, NodeTypes: cfg.NodeTypes,
-		Command: command, Log: log.With("part", "rentals")})
+		Command: command, MaxDPHTotal: cfg.MaxDPHTotal, Log: log.With("part", "rentals")})
 	defer driver.Close()
 	if err := driver.Reattach(ctx); err != nil {
 		return err
@@ -224,8 +224,9 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	if prov != nil {
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: adm.Handler(), End: driver.End, Rentals: prov,
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{portA, portB},
-			Firewall: f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
-			Log:      log.With("part", "reconcile")})
+			Firewall:    f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
+			MaxDPHTotal: cfg.MaxDPHTotal,
+			Log:         log.With("part", "reconcile")})
 		if err != nil {
 			lnA.Close()
 			lnB.Close()

@@ -127,7 +127,6 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 		return fail(2, "%v", err)
 	}
 	defer closeLog()
-	log = slog.New(dphTap{log.Handler(), p})
 
 	r := &upRun{u: u, f: f, cfg: cfg, st: st, p: p, log: log, stderr: stderr}
 	return r.run(ctx)

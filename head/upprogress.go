@@ -24,33 +24,8 @@ type progress struct {
 	w    io.Writer
 	tty  bool
 	mu   sync.Mutex
-	live bool               // a summary line is on screen without its newline
-	last string             // the last summary printed
-	dph  map[string]float64 // candidate → $/h, where the provider said
-}
-
-// price records a candidate's $/h and shows it.
-func (p *progress) price(cand string, dph float64) {
-	p.mu.Lock()
-	if p.dph == nil {
-		p.dph = map[string]float64{}
-	}
-	p.dph[cand] = dph
-	p.mu.Unlock()
-	p.step("rental %s: rented at $%.3f/h", cand, dph)
-}
-
-// liveDPH sums the $/h of the candidates not ended; ok is false when no
-// price is known.
-func (p *progress) liveDPH(cands []wire.Candidate) (total float64, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cands {
-		if v, known := p.dph[c.CandidateID]; known && c.State != wire.StateEnded {
-			total, ok = total+v, true
-		}
-	}
-	return total, ok
+	live bool   // a summary line is on screen without its newline
+	last string // the last summary printed
 }
 
 func newProgress(w io.Writer) *progress {
@@ -118,11 +93,7 @@ func (p *progress) watch(ctx context.Context, sock, stateDir string) {
 				p.step("%s", line)
 			}
 			ray, _, _ := rayhead.ReadStatus(stateDir)
-			line := summaryLine(cands, nodes, ray)
-			if dph, ok := p.liveDPH(cands); ok {
-				line += fmt.Sprintf(" · $%.3f/h", dph)
-			}
-			p.summary(line)
+			p.summary(summaryLine(cands, nodes, ray))
 		}
 		select {
 		case <-ctx.Done():
@@ -145,6 +116,9 @@ func changes(seen map[string]string, cands []wire.Candidate) []string {
 		if c.InstanceID != "" {
 			extra = append(extra, "instance "+c.InstanceID)
 		}
+		if c.DPHTotal > 0 {
+			extra = append(extra, fmt.Sprintf("$%.3f/h", c.DPHTotal))
+		}
 		if c.PublicIP != "" {
 			extra = append(extra, "ip "+c.PublicIP)
 		}
@@ -162,8 +136,12 @@ func changes(seen map[string]string, cands []wire.Candidate) []string {
 // summaryLine counts candidates by state and healthy nodes.
 func summaryLine(cands []wire.Candidate, nodes []wire.Node, ray rayhead.Status) string {
 	by := map[string]int{}
+	dph := 0.0 // what the live rentals cost, where the provider says
 	for _, c := range cands {
 		by[c.State]++
+		if c.State != wire.StateEnded {
+			dph += c.DPHTotal
+		}
 	}
 	healthy := 0
 	for _, n := range nodes {
@@ -191,8 +169,11 @@ func summaryLine(cands []wire.Candidate, nodes []wire.Node, ray rayhead.Status) 
 			rh += fmt.Sprintf(" (%d restarts)", ray.Restarts)
 		}
 	}
-	return fmt.Sprintf("rentals: %s · nodes: %d (%d with Ray running) · Ray head: %s",
-		rentals, len(nodes), healthy, rh)
+	line := fmt.Sprintf("rentals: %s · nodes: %d (%d with Ray running) · Ray head: %s", rentals, len(nodes), healthy, rh)
+	if dph > 0 {
+		line += fmt.Sprintf(" · $%.3f/h", dph)
+	}
+	return line
 }
 
 // printRayHead is head status's line on the Ray head that head up runs

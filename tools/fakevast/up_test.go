@@ -101,7 +101,7 @@ func TestUpVast(t *testing.T) {
 		}
 	}
 	f.waitFor("2 enrolled nodes", 4*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) == 2 })
-	for _, want := range []string{"state: made " + f.state, "provider vast: ready", "Ray head: running at " + f.gw + ":6379", ": rented at $", "/h"} {
+	for _, want := range []string{"state: made " + f.state, "provider vast: ready", "Ray head: running at " + f.gw + ":6379", "/h) · ", "Ray head: running · $0."} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("progress lacks %q", want)
 		}
