@@ -101,10 +101,17 @@ func TestUpVast(t *testing.T) {
 		}
 	}
 	f.waitFor("2 enrolled nodes", 4*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) == 2 })
-	for _, want := range []string{"state: made " + f.state, "provider vast: ready", "Ray head: running at " + f.gw + ":6379", "/h) · ", "Ray head: running · $0."} {
+	for _, want := range []string{"state: made " + f.state, "provider vast: ready", "Ray head: running at " + f.gw + ":6379", "Ray head: running · $0."} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("progress lacks %q", want)
 		}
+	}
+	priced := false // a rental's line shows its price (whichever state the poll saw)
+	for _, l := range strings.Split(out.String(), "\n") {
+		priced = priced || (strings.HasPrefix(l, "· rental ") && strings.Contains(l, "/h"))
+	}
+	if !priced {
+		t.Error("no rental line shows its $/h")
 	}
 	if strings.Contains(out.String(), e2eKey) {
 		t.Error("head up printed the API key")
