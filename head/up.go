@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rayvast/rayvast/head/config"
@@ -142,7 +143,8 @@ type upRun struct {
 	log    *slog.Logger
 	stderr io.Writer
 
-	rayDone chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+	rayDone  chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+	listened atomic.Bool   // serving got as far as its ports (past the state dir's lock)
 }
 
 func (r *upRun) run(ctx context.Context) int {
@@ -158,7 +160,7 @@ func (r *upRun) run(ctx context.Context) int {
 		defer close(watcher)
 		select {
 		case <-ctx.Done():
-			if r.u.downOnExit {
+			if r.u.downOnExit && r.listened.Load() {
 				downCode <- downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
 			}
 			stopServe()
@@ -185,8 +187,13 @@ func (r *upRun) run(ctx context.Context) int {
 		var c int
 		select {
 		case c = <-downCode:
-		default: // serving ended by itself: end the rentals through the provider
-			c = downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
+		default:
+			// Serving ended by itself. Only a head that served ends the
+			// rentals: one refused (another head holds the state dir) must
+			// not end the running head's cluster.
+			if r.listened.Load() {
+				c = downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
+			}
 		}
 		if c != 0 && code == 0 {
 			code = c
@@ -217,6 +224,7 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			return nil
 		},
 		listening: func(a, b, sock string) {
+			r.listened.Store(true)
 			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
 			if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
 				r.log.Warn("autoscaler yaml", "err", err)
