@@ -259,3 +259,31 @@ func TestRayHeadFilesRenewed(t *testing.T) {
 		t.Errorf("a certificate ending in 10 days was not renewed (%v)", err)
 	}
 }
+
+// TestUpSecondOnSameState: a second head up on a state dir a head serves
+// exits 1 (the state dir's lock) and, even with --down-on-exit, ends
+// nothing of the running head's cluster.
+func TestUpSecondOnSameState(t *testing.T) {
+	dir := t.TempDir()
+	needFakeray(t, filepath.Join(dir, "ray-record.json"))
+	cfg := upConfig(t, dir, "127.0.0.1:16379")
+	args := []string{"--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0"}
+	first := startUp(t, args...)
+	first.waitFor(t, "the live summary", func() bool { return strings.Contains(first.out.String(), "Ray head: running") })
+	admin := adminclient.Unix(filepath.Join(dir, "cluster.state", "admin.sock"), 5*time.Second)
+	var created wire.CandidateCreated
+	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &created, http.StatusCreated); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append([]string{"up", "--down-on-exit"}, args...), &out, &errb); code != 1 {
+		t.Errorf("second head up: exit %d, want 1\n%s", code, errb.String())
+	}
+	var c wire.Candidate
+	if err := admin.Do(context.Background(), http.MethodGet, "/v1/candidates/"+created.CandidateID, nil, &c, http.StatusOK); err != nil || c.State == wire.StateEnded {
+		t.Errorf("the running head's candidate after a refused second up: %+v %v", c, err)
+	}
+	if code := first.stop(t); code != 0 {
+		t.Errorf("first head up exit %d", code)
+	}
+}
