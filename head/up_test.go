@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +33,19 @@ func upConfig(t *testing.T, dir, headAddr string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// rayAddr is a free loopback port for the stand-in Ray head's GCS, from the
+// ephemeral range: Ray refuses a GCS port inside its worker ports
+// (10002-19999 by default), as the stand-in does.
+func rayAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // needFakeray points head up's Ray head at the stand-in ray package.
@@ -113,7 +127,8 @@ func TestUp(t *testing.T) {
 	dir := t.TempDir()
 	record := filepath.Join(dir, "ray-record.json")
 	needFakeray(t, record)
-	cfg := upConfig(t, dir, "127.0.0.1:16379")
+	addr := rayAddr(t)
+	cfg := upConfig(t, dir, addr)
 	state := filepath.Join(dir, "cluster.state")
 	args := []string{"--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0"}
 
@@ -121,7 +136,7 @@ func TestUp(t *testing.T) {
 	r.waitFor(t, "the Ray head", func() bool { _, ok := readFakeray(t, record); return ok })
 	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
 	rec, _ := readFakeray(t, record)
-	if got := strings.Join(rec.Argv, " "); got != "start --head --block --node-ip-address=127.0.0.1 --port=16379 --disable-usage-stats" {
+	if got := strings.Join(rec.Argv, " "); got != "start --head --block --node-ip-address=127.0.0.1 --port="+addr[len("127.0.0.1:"):]+" --disable-usage-stats" {
 		t.Errorf("Ray head argv %q", got)
 	}
 	tok, _ := os.ReadFile(rec.Env["RAY_AUTH_TOKEN_PATH"])
@@ -139,7 +154,7 @@ func TestUp(t *testing.T) {
 	}
 	r.waitFor(t, "the candidate's line", func() bool { return strings.Contains(r.out.String(), "rental "+created.CandidateID+" (cpu): pending") })
 	var st bytes.Buffer
-	if code := run(context.Background(), []string{"status", "--state", state}, &st, &st); code != 0 || !strings.Contains(st.String(), "RAY HEAD  127.0.0.1:16379  running") {
+	if code := run(context.Background(), []string{"status", "--state", state}, &st, &st); code != 0 || !strings.Contains(st.String(), "RAY HEAD  "+addr+"  running") {
 		t.Errorf("head status (exit %d) lacks the Ray head:\n%s", code, st.String())
 	}
 	if code := r.stop(t); code != 0 {
@@ -151,7 +166,7 @@ func TestUp(t *testing.T) {
 	if s, _, _ := rayhead.ReadStatus(state); s.State != rayhead.Stopped {
 		t.Errorf("Ray head state %q after exit, want stopped", s.State)
 	}
-	for _, want := range []string{"state: made " + state, "Ray head: running at 127.0.0.1:16379", "listening: port A 127.0.0.1:",
+	for _, want := range []string{"state: made " + state, "Ray head: running at " + addr, "listening: port A 127.0.0.1:",
 		"rental " + created.CandidateID + " (cpu): pending", "Ray head: stopped", "rentals keep running until: head down --config"} {
 		if !strings.Contains(r.out.String(), want) {
 			t.Errorf("progress lacks %q:\n%s", want, r.out.String())
@@ -266,7 +281,7 @@ func TestRayHeadFilesRenewed(t *testing.T) {
 func TestUpSecondOnSameState(t *testing.T) {
 	dir := t.TempDir()
 	needFakeray(t, filepath.Join(dir, "ray-record.json"))
-	cfg := upConfig(t, dir, "127.0.0.1:16379")
+	cfg := upConfig(t, dir, rayAddr(t))
 	args := []string{"--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0"}
 	first := startUp(t, args...)
 	first.waitFor(t, "the live summary", func() bool { return strings.Contains(first.out.String(), "Ray head: running") })
