@@ -34,7 +34,6 @@ import (
 	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/portcheck"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 type serveFlags struct {
