@@ -34,6 +34,7 @@ __asm__(".symver getenv,getenv@" GLIBC_BASE);
 __asm__(".symver syscall,syscall@" GLIBC_BASE);
 __asm__(".symver memcpy,memcpy@" GLIBC_BASE);
 __asm__(".symver memset,memset@" GLIBC_BASE);
+__asm__(".symver memcmp,memcmp@" GLIBC_BASE);
 
 #define EXPORT __attribute__((visibility("default")))
 
