@@ -22,12 +22,26 @@ def run(argv):
     return p.stdout.strip().replace("\n", "; ")
 
 
+def dump():
+    """What the shim did to this process: its env, its LD_PRELOAD files, its patches."""
+    import socket
+    libs = []
+    for path in os.environ.get("LD_PRELOAD", "").split(":"):
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                head = f.read(4)
+            libs.append({"path": path, "dir_mode": oct(os.stat(os.path.dirname(path)).st_mode & 0o777),
+                         "elf": head == b"\x7fELF"})
+    patched = getattr(socket.socket.bind, "__module__", None) == "sitecustomize"
+    return {"env": dict(os.environ), "preload": libs, "patched": patched}
+
+
 def main():
     if sys.argv[1:2] != ["start"]:
         sys.exit("miniray: only start")
     f = flags(sys.argv[2:])
     if os.environ.get("MINIRAY_MODE") == "dump":
-        print(json.dumps({"env": dict(os.environ)}))
+        print(json.dumps(dump()))
         return 0
     node, nm = f["node-ip-address"], f["node-manager-port"]
     py, probe = [sys.executable, "-m", "ray.step"], os.environ["MINIRAY_SOCKPROBE"]
