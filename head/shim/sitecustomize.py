@@ -209,32 +209,38 @@ def native_lib():
             mine = elf_kind(f.read(64))
     except OSError as e:
         return None, "cannot read /proc/self/exe: %s" % e
-    import base64
+    import binascii
     for b64 in NATIVE:
-        lib = base64.b64decode(b64)
+        lib = binascii.a2b_base64(b64)
         if elf_kind(lib[:64]) == mine:
             return lib, None
     return None, "no native library for this machine (ELF %s)" % (mine,)
 
 
 def lib_dir(args):
-    """A fresh private dir, not on a noexec mount, for the library."""
-    import tempfile
-    candidates = [flags(args).get("temp-dir", ""), os.path.dirname(os.path.abspath(__file__)), None]
-    for base in candidates:
-        if base == "":
+    """A fresh private (0700) dir, not on a noexec mount, for the library.
+    (tempfile and shutil would cost Ray's start more than all the rest.)"""
+    for base in (flags(args).get("temp-dir", ""), os.path.dirname(os.path.abspath(__file__)),
+                 os.environ.get("TMPDIR", ""), "/tmp", "/dev/shm"):
+        if not base:
             continue
+        d = os.path.join(base, "natshim-" + os.urandom(6).hex())
         try:
-            if base is not None and os.statvfs(base).f_flag & os.ST_NOEXEC:
+            if os.statvfs(base).f_flag & os.ST_NOEXEC:
                 continue
-            d = tempfile.mkdtemp(prefix="natshim-", dir=base)
-            if os.statvfs(d).f_flag & os.ST_NOEXEC:
-                os.rmdir(d)
-                continue
+            os.mkdir(d, 0o700)
             return d
         except OSError:
             continue
     return None
+
+
+def remove(d, path):
+    for f in (lambda: os.unlink(path), lambda: os.rmdir(d)):
+        try:
+            f()
+        except OSError:
+            pass
 
 
 def preload(args):
@@ -250,8 +256,7 @@ def preload(args):
     with os.fdopen(fd, "wb") as f:
         f.write(lib)
     import atexit
-    import shutil
-    atexit.register(shutil.rmtree, d, True)
+    atexit.register(remove, d, path)
     old = os.environ.get("LD_PRELOAD", "")
     os.environ["LD_PRELOAD"] = path + (":" + old if old else "")
     return None
