@@ -283,28 +283,41 @@ def ray_start(args):
 
 
 def chain_load():
-    """Run the image's own sitecustomize, which this file shadows."""
+    """Run the image's own sitecustomize, which this file shadows. Copies of
+    this file further on the path are skipped (they would load each other)."""
     import importlib.machinery
     import importlib.util
     here = os.path.dirname(os.path.realpath(__file__))
-    rest = [p for p in sys.path if os.path.realpath(p or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-    if spec is None or spec.loader is None:
-        return None
-    try:
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    except Exception as e:  # as site.py does: report, keep going
-        sys.stderr.write("Error in sitecustomize (%s); set PYTHONVERBOSE for traceback:\n%s: %s\n"
-                         % (spec.origin, type(e).__name__, e))
-        return None
-    return mod
+    for entry in sys.path:
+        if os.path.realpath(entry or ".") == here:
+            continue
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [entry])
+        if spec is None or spec.loader is None:
+            continue
+        try:
+            with open(spec.origin, "rb") as f:
+                if b"# rayvast:native" in f.read():
+                    continue
+        except (OSError, TypeError):
+            pass
+        try:
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        except Exception as e:  # as site.py does: report, keep going
+            sys.stderr.write("Error in sitecustomize (%s); set PYTHONVERBOSE for traceback:\n%s: %s\n"
+                             % (spec.origin, type(e).__name__, e))
+            return None
+        return mod
+    return None
 
 
 def main():
     try:
-        with open("/proc/self/cmdline", "rb") as f:
-            argv = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0")[:-1]]
+        try:
+            with open("/proc/self/cmdline", "rb") as f:
+                argv = [a.decode("utf-8", "surrogateescape") for a in f.read().split(b"\0")[:-1]]
+        except OSError:
+            argv = []  # no /proc: not knowable, so not `ray start`
         args = ray_start_args(argv)
         value = ray_start(args) if args is not None else os.environ.get(ENV)
         rules = parse(value)

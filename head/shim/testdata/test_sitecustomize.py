@@ -234,9 +234,22 @@ class ChainLoad(unittest.TestCase):
         self.assertIn("Error in sitecustomize", p.stderr)
         self.assertIn("RuntimeError: boom", p.stderr)
 
-    def test_no_image_sitecustomize(self):
-        p = python("import sitecustomize as s; print(s.image_sitecustomize)")
-        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "None\n", ""))
+    def test_copies_of_the_shim_are_skipped(self):
+        with open(os.path.join(SHIM, "sitecustomize.py")) as f:
+            copy = self.image(f.read())
+        image = self.image("MARK = 'image'\n")
+        p = python("import sitecustomize as s; print(s.image_sitecustomize.MARK)", extra_path=[copy, image])
+        self.assertEqual((p.returncode, p.stdout), (0, "image\n"), p.stderr)
+
+    def test_the_interpreters_own_sitecustomize(self):
+        # Debian's python3 has one (/usr/lib/python3.X), pyenv's has none.
+        bare = subprocess.run([sys.executable, "-c", "import sitecustomize as m; print(m.__file__)"],
+                              env={"PATH": os.environ.get("PATH", "")}, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, universal_newlines=True)
+        want = os.path.realpath(bare.stdout.strip()) if bare.returncode == 0 else "None"
+        p = python("import os, sitecustomize as s; m = s.image_sitecustomize; "
+                   "print(os.path.realpath(m.__file__) if m else None)")
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, want + "\n", ""))
 
 
 if __name__ == "__main__":
