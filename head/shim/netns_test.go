@@ -64,6 +64,12 @@ func TestVastNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	withLib, noLib := writeShim(t, lib), writeShim(t)
+	// The shim head really ships (build.sh's library), when there is one.
+	builtIn := t.TempDir()
+	content, libs := Default()
+	if err := os.WriteFile(filepath.Join(builtIn, Name), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, pythonPath string
 		wantCode         int
@@ -88,6 +94,10 @@ func TestVastNetns(t *testing.T) {
 			"dashboard_agent":   "ok 10.200.0.2:31005; ok 127.0.0.1:31005",
 			"core_worker":       "0 err ENETUNREACH", "core_worker_v6": "0 err ENETUNREACH",
 			"python_worker": "ok 10.200.0.2:*", "foreign_port": "err ENETUNREACH"}},
+	}
+	if len(libs) > 0 {
+		tests = append(tests, tests[1])
+		tests[3].name, tests[3].pythonPath = "with the built-in shim", builtIn+":"+miniray
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
