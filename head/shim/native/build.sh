@@ -14,4 +14,7 @@ ${CC:-gcc} -std=c99 -O2 -fPIC -shared -nostartfiles -fvisibility=hidden \
 	-fno-stack-protector -U_FORTIFY_SOURCE -fno-ident -fno-asynchronous-unwind-tables \
 	-Wall -Wextra -Werror \
 	-Wl,--build-id=none -Wl,--hash-style=both -Wl,-s -Wl,-z,noexecstack -Wl,-z,noseparate-code \
-	-o "$out/natshim-$arch.so" "$src"
+	-o "$out/.natshim-$arch.so.tmp.$$" "$src"
+# Renamed into place: a build embedding the dir meanwhile never sees half a
+# file (go:embed skips dot files).
+mv -f "$out/.natshim-$arch.so.tmp.$$" "$out/natshim-$arch.so"
