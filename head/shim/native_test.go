@@ -121,6 +121,9 @@ func TestNativeRewrites(t *testing.T) {
 			[]string{"udp6", "connect", "::ffff:203.0.113.7", p(other)}, []string{"ok *:* ::ffff:203.0.113.7:" + p(other)}},
 		{"other addresses are left alone", rules,
 			[]string{"udp4", "connect", "203.0.113.8", p(own)}, []string{"ok *:* 203.0.113.8:" + p(own)}},
+		{"no known ports: binds still go to the container IP", "203.0.113.7 127.0.0.1 0",
+			[]string{"tcp4", "bind", "203.0.113.7", p(own), "udp4", "connect", "203.0.113.7", p(own)},
+			[]string{"ok 127.0.0.1:" + p(own) + " -:0", "ok *:* 203.0.113.7:" + p(own)}},
 		{"malformed rules change nothing", "203.0.113.7 127.0.0.1 " + p(own) + ",x",
 			[]string{"tcp4", "bind", "203.0.113.7", p(own)}, []string{"err EADDRNOTAVAIL"}},
 	}

@@ -64,7 +64,7 @@ static const char *port(const char *s, unsigned *out)
 		v = v * 10 + (unsigned)(*s++ - '0');
 		digits++;
 	}
-	if (digits == 0 || v == 0 || v > 65535)
+	if (digits == 0 || v > 65535) /* 0: the node's ports are not known */
 		return NULL;
 	*out = v;
 	return s;

@@ -96,6 +96,8 @@ class Parsing(unittest.TestCase):
         self.assertIsNone(shim.plan(args + ["--node-ip-address=not-an-ip"]))
         self.assertIsNone(shim.plan(args))
         self.assertEqual(shim.plan(args + ["--node-ip-address=" + NODE]), NODE + " 127.0.0.1 31001,31010")
+        self.assertEqual(shim.plan(["--address=127.0.0.1:6379", "--node-ip-address=" + NODE]), NODE + " 127.0.0.1 0",
+                         "no known ports: binds are still rewritten")
 
 
 class Rules(unittest.TestCase):
