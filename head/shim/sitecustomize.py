@@ -124,11 +124,17 @@ def plan(args):
     node = f.get("node-ip-address", "")
     if not is_ipv4(node) or is_local(node):
         return None
-    head = f.get("address", "").rpartition(":")[0] or node
-    try:
-        mine = container_ip(head)
-    except OSError as e:
-        say("node IP %s is not local, but no route toward %s (%s): shim off" % (node, head, e))
+    head = f.get("address", "").rpartition(":")[0].strip("[]")
+    mine, err = None, None
+    for toward in (head, node):  # the head's host may be IPv6 or unresolvable
+        try:
+            mine = container_ip(toward) if toward else None
+        except OSError as e:
+            err = e
+        if mine:
+            break
+    if not mine:
+        say("node IP %s is not local, but no route toward %s (%s): shim off" % (node, head or node, err))
         return None
     if not is_ipv4(mine) or mine == node:
         return None

@@ -98,6 +98,12 @@ class Parsing(unittest.TestCase):
         self.assertEqual(shim.plan(args + ["--node-ip-address=" + NODE]), NODE + " 127.0.0.1 31001,31010")
         self.assertEqual(shim.plan(["--address=127.0.0.1:6379", "--node-ip-address=" + NODE]), NODE + " 127.0.0.1 0",
                          "no known ports: binds are still rewritten")
+        # The head's host unusable for an AF_INET route lookup: the route toward the node IP decides.
+        try:
+            want = "%s %s 0" % (NODE, shim.container_ip(NODE))
+        except OSError:
+            want = None  # this machine has no route toward it either
+        self.assertEqual(shim.plan(["--address=[::1]:6379", "--node-ip-address=" + NODE]), want)
 
 
 class Rules(unittest.TestCase):
