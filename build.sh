@@ -11,6 +11,8 @@ out=${BIN:-bin} # BIN=dir builds elsewhere (the reproducibility test builds twic
 
 build() {
 	mkdir -p "$out"
+	# The shim's native library first: head embeds it (head/shim).
+	head/shim/native/build.sh head/shim/native/lib
 	go build "${flags[@]}" -o "$out/agent" ./agent
 	# head embeds the agent it serves (head/agentbin; --agent overrides).
 	cp "$out/agent" head/agentbin/agent_built.bin

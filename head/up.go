@@ -51,7 +51,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&u.ip, "ip", "", "the head's IP as rentals reach it, for a new state dir (default: ray.head_address's host)")
 	fs.StringVar(&u.python, "python", "", "python of the Ray head (default: $PYTHON, else python3)")
 	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap (default: the one built into head)")
-	fs.StringVar(&f.shim, "shim", "", "optional Python file put first on Ray's PYTHONPATH")
+	fs.StringVar(&f.shim, "shim", "", "Python file put first on Ray's PYTHONPATH (default: the built-in sitecustomize.py; none: no shim)")
 	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh of built-in rentals (default: the one built into head)")
 	fs.StringVar(&f.listenA, "listen-a", "", "port A address (default: HEAD_IP:8443)")
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (default: HEAD_IP:8444)")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/shim"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -85,8 +86,17 @@ func TestAgentFlow(t *testing.T) {
 		recEnv = append(recEnv, k+"="+v)
 	}
 	checkRayEnv(t, "the record", recEnv, secrets, state)
-	if rec.Imports["rayvast_e2e_shim"] != true {
-		t.Errorf("the shim is not importable by Ray: %v", rec.Imports["rayvast_e2e_shim"])
+	// The built-in shim, written where Ray's Python loads it by itself
+	// (sys.path[0] under -m is the working dir, so the shim dir is entry 1).
+	builtIn, _ := shim.Default()
+	if got, err := os.ReadFile(filepath.Join(state, "shim", shim.Name)); err != nil || string(got) != string(builtIn) {
+		t.Errorf("the node's %s is not the built-in shim (%d bytes, %v)", shim.Name, len(got), err)
+	}
+	if len(rec.SysPath) < 2 || rec.SysPath[1] != filepath.Join(state, "shim") {
+		t.Errorf("Ray's sys.path %q, want the shim dir at [1]", rec.SysPath)
+	}
+	if rec.Imports["sitecustomize"] != true {
+		t.Errorf("sitecustomize is not importable by Ray: %v", rec.Imports["sitecustomize"])
 	}
 
 	// 9. The head shows the node enrolled, its heartbeats arriving, and it
@@ -217,6 +227,7 @@ type fakeRecord struct {
 	PID        int               `json:"pid"`
 	PPID       int               `json:"ppid"`
 	Imports    map[string]any    `json:"imports"`
+	SysPath    []string          `json:"sys_path"`
 	Signal     int               `json:"signal"`
 }
 

@@ -29,7 +29,7 @@ type head struct {
 }
 
 // startHead runs head init and head serve on ip with a 1 s heartbeat and
-// a shim file, and stops it (SIGTERM) at cleanup.
+// the built-in shim, and stops it (SIGTERM) at cleanup.
 func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 	t.Helper()
 	state := filepath.Join(tmp, "head-state")
@@ -41,14 +41,11 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
  "guest_api":{"anonymous_scopes":["guest:health"],"external_issuers":[]},
  "heartbeat_interval_s":1}`, ip)
 	cfgPath := filepath.Join(tmp, "head.json")
-	shim := filepath.Join(tmp, "rayvast_e2e_shim.py")
-	for p, data := range map[string]string{cfgPath: cfg, shim: "E2E = True\n"} {
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	h := &head{state: state, stderr: &syncBuffer{}}
-	h.args = []string{"serve", "--state", state, "--config", cfgPath, "--agent", agentBin, "--shim", shim,
+	h.args = []string{"serve", "--state", state, "--config", cfgPath, "--agent", agentBin, // the built-in shim
 		"--listen-a", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
 		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip)))}
 	h.bin = bin
