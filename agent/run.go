@@ -22,6 +22,7 @@ import (
 	"github.com/rayvast/rayvast/agent/envconfig"
 	"github.com/rayvast/rayvast/agent/guestapi"
 	"github.com/rayvast/rayvast/agent/hostcheck"
+	"github.com/rayvast/rayvast/agent/raylaunch"
 	"github.com/rayvast/rayvast/internal/portcheck"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -153,6 +154,7 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 	}
 	defer listeners.Close() // success or failure: the ports go to Ray next
 
+	versions := a.probeRay(ctx) // in parallel with the CA fetch and the host checks
 	retry := backoff.RetryConfig{Log: a.log}
 	ca, err := backoff.Retry(ctx, retry, "fetch ca.pem", func(ctx context.Context) (*x509.Certificate, error) {
 		return enroll.FetchCA(ctx, a.headA, a.cfg.CASHA256)
@@ -168,12 +170,16 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 		return nil, fmt.Errorf("env %s: %w", wire.EnvEgressResolvers, err)
 	}
 	a.checks = hostcheck.Run(ctx, hostcheck.Config{Root: "/", PublicIP: a.cfg.PublicIP.String(), Resolvers: resolvers, Log: a.log})
+	v := <-versions
+	a.checks.RayVersion, a.checks.PythonVersion = v.Ray, v.Python
 
 	req := wire.EnrollRequest{Version: wire.Version, InstanceID: a.cfg.InstanceID, JoinToken: a.cfg.JoinToken.Reveal(),
-		Checks: a.checks.Checks, GPUs: a.checks.GPUs, Ports: a.cfg.Ports, PortKey: base64.StdEncoding.EncodeToString(a.portKey)}
+		Checks: a.checks.Checks, GPUs: a.checks.GPUs, GPUModels: a.checks.GPUModels,
+		RayVersion: v.Ray, PythonVersion: v.Python,
+		Ports: a.cfg.Ports, PortKey: base64.StdEncoding.EncodeToString(a.portKey)}
 	hc := enroll.HTTPClient(enroll.TLSConfig(ca, a.cfg.Head, nil), 60*time.Second) // the head's port check takes up to 10 s
 	url := "https://" + a.headA.String() + "/enroll"
-	a.log.Info("enrolling", "url", url, "gpus", req.GPUs)
+	a.log.Info("enrolling", "url", url, "gpus", req.GPUs, "gpu_models", req.GPUModels, "ray_version", req.RayVersion, "python_version", req.PythonVersion)
 	resp, err := backoff.Retry(ctx, retry, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
 		return enroll.Enroll(ctx, hc, url, req)
 	})
@@ -189,6 +195,24 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 	}
 	a.log.Info("enrolled", "app_id", b.AppID, "node_ip", b.Ray.NodeIPAddress, "heartbeat_port", b.Heartbeat.Port, "interval", b.HeartbeatInterval())
 	return b, nil
+}
+
+// probeRay asks the found Python for Ray's and its own version (SPEC §5),
+// once, in Ray's scrubbed environment. The head judges the answer; an
+// unknown version is sent as "" and refused there as ray_version, so the
+// reason reaches the operator through head status.
+func (a *agent) probeRay(ctx context.Context) <-chan hostcheck.RayVersions {
+	out := make(chan hostcheck.RayVersions, 1)
+	env := raylaunch.Scrubbed(os.Environ(), a.secrets(nil))
+	go func() {
+		v, err := hostcheck.ProbeRay(ctx, hostcheck.RayProbe{Python: a.cfg.Python, Env: env})
+		if err != nil {
+			a.log.Warn("ray version probe failed: the head will refuse this node as ray_version", "err", err)
+		}
+		a.log.Info("ray version", "python", a.cfg.Python, "ray_version", v.Ray, "python_version", v.Python)
+		out <- v
+	}()
+	return out
 }
 
 // headClient talks to port B with the node cert.

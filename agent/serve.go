@@ -134,13 +134,16 @@ func rayStatus(sup *supervise.Supervisor) wire.RayStatus {
 // *os.File stdio: it never calls Wait, which would end copy goroutines).
 // Call started after Start: it closes our copy of the pipe's write end.
 func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, started func(), err error) {
+	tmp, err := raylaunch.TempDir(a.cfg.State, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	cpus := raylaunch.RayCPUs(b.Ray.NumCPUs, raylaunch.ContainerCPUs(raylaunch.CPUConfig{}))
 	argv, env := raylaunch.Command(raylaunch.Params{
-		Python: a.cfg.Python, Ray: b.Ray,
+		Python: a.cfg.Python, Ray: b.Ray, NumCPUs: cpus, TempDir: tmp,
+		CandidateID: b.CandidateID, NodeType: b.NodeType,
 		NodeCert: p.NodeCert, NodeKey: p.NodeKey, CACert: p.CACert, ClusterTokenPath: p.ClusterToken, ShimDir: p.ShimDir,
-		Env: os.Environ(),
-		Secrets: []string{a.cfg.JoinToken.Reveal(), a.cfg.ContainerAPIKey.Reveal(), b.ClusterToken.Reveal(),
-			base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()), string(b.AppRootKey.Reveal()),
-			base64.StdEncoding.EncodeToString(a.portKey), string(a.portKey), string(b.NodeKeyPEM.Reveal())},
+		Env: os.Environ(), Secrets: a.secrets(b),
 	})
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -159,6 +162,18 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, sta
 	// Our copy of the write end must close once Ray has its own, or the
 	// reader never sees EOF; exec.Cmd closes only files it opened itself.
 	return cmd, func() { w.Close() }, nil
+}
+
+// secrets are every secret value the agent holds (b nil: before
+// enrollment), so that none reaches Ray's or the version probe's env.
+func (a *agent) secrets(b *bundle.Bundle) []string {
+	s := []string{a.cfg.JoinToken.Reveal(), a.cfg.ContainerAPIKey.Reveal(),
+		base64.StdEncoding.EncodeToString(a.portKey), string(a.portKey)}
+	if b != nil {
+		s = append(s, b.ClusterToken.Reveal(), base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()),
+			string(b.AppRootKey.Reveal()), string(b.NodeKeyPEM.Reveal()))
+	}
+	return s
 }
 
 // guestAPI builds the guest API server from the bundle and the env's
