@@ -200,7 +200,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 			return portcheck.Check(ctx, portcheck.CheckConfig{}, ip, ports, key)
 		},
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
-		Log: log.With("port", "A"),
+		Log: log.With("port", "A"), Ray: cfg.Ray,
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,
 			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
 	})
