@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // MaxTempDirLen bounds Ray's --temp-dir. Ray puts its Unix sockets at
@@ -14,7 +16,8 @@ import (
 const MaxTempDirLen = 40
 
 // TempDir makes Ray's private temp dir: STATE/ray when that path is short
-// enough, else a fresh directory under fallback (default os.TempDir()).
+// enough, else a fresh directory under fallback (default os.TempDir()),
+// else under /tmp.
 // Either is 0700: Ray keeps its session's sockets and logs there, and
 // without --temp-dir a worker would use the head's path, which need not
 // exist here.
@@ -29,15 +32,18 @@ func TempDir(state, fallback string) (string, error) {
 	if fallback == "" {
 		fallback = os.TempDir()
 	}
-	dir, err := os.MkdirTemp(fallback, "rv")
-	if err != nil {
-		return "", fmt.Errorf("ray temp dir under %s: %w", fallback, err)
+	// MkdirTemp adds up to 10 digits to "rv".
+	for _, base := range []string{fallback, "/tmp"} {
+		if len(filepath.Join(base, "rv0123456789")) > MaxTempDirLen {
+			continue
+		}
+		dir, err := os.MkdirTemp(base, "rv")
+		if err != nil {
+			return "", fmt.Errorf("ray temp dir under %s: %w", base, err)
+		}
+		return dir, private(dir)
 	}
-	if len(dir) > MaxTempDirLen {
-		os.Remove(dir)
-		return "", fmt.Errorf("ray temp dir %s: longer than %d bytes (Ray's socket paths would not fit)", dir, MaxTempDirLen)
-	}
-	return dir, private(dir)
+	return "", fmt.Errorf("ray temp dir: %s and /tmp are too long for Ray's %d-byte socket paths; set %s shorter", fallback, MaxTempDirLen, wire.EnvState)
 }
 
 // private makes dir 0700 and refuses one that is not a directory we own

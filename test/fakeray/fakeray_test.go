@@ -234,11 +234,13 @@ func TestWithoutBlockOrStart(t *testing.T) {
 
 // TestImportRay: plain `import ray` works, as the bootloader's probe needs.
 func TestImportRay(t *testing.T) {
-	cmd := exec.Command(python(t), "-c", "import ray, ray.scripts.scripts; print(ray.__version__)")
 	here, _ := filepath.Abs(".")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "PYTHONPATH=" + here}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "fakeray") {
-		t.Fatalf("import ray: %v: %s", err, out)
+	for _, c := range []struct{ env, want string }{{"", "2.53.0"}, {"FAKERAY_VERSION=2.40.1", "2.40.1"}} {
+		cmd := exec.Command(python(t), "-c", "import ray, ray.scripts.scripts; print(ray.__version__)")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "PYTHONPATH=" + here, c.env}
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != c.want {
+			t.Fatalf("import ray (%s): %v: %q, want version %s", c.env, err, out, c.want)
+		}
 	}
 }
