@@ -100,6 +100,12 @@ func TestProbeRayTimeoutAndMissing(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("probe took %v past its 300ms timeout", d)
 	}
+	// A nil Env is an empty env, never the agent's own: the ray package on
+	// this process's PYTHONPATH is not found.
+	t.Setenv("PYTHONPATH", fakeRayPkg(t, "__version__ = '2.53.0'\n"))
+	if v, _ := ProbeRay(context.Background(), RayProbe{Python: py}); v.Ray != "" {
+		t.Errorf("nil Env inherited the agent's environment: found ray %s", v.Ray)
+	}
 	if _, err := ProbeRay(context.Background(), RayProbe{Python: filepath.Join(t.TempDir(), "nope")}); err == nil {
 		t.Error("a missing python gave no error")
 	}

@@ -47,6 +47,11 @@ func TestContainerCPUs(t *testing.T) {
 		{"v2 parent tighter than own group", map[string]string{
 			selfV2:                             "0::/docker/abc\n",
 			"sys/fs/cgroup/docker/cpu.max":     "200000 100000\n",
+			"sys/fs/cgroup/docker/abc/cpu.max": "600000 100000\n",
+		}, 0, 2},
+		{"v2 own group unlimited, parent limited", map[string]string{
+			selfV2:                             "0::/docker/abc\n",
+			"sys/fs/cgroup/docker/cpu.max":     "200000 100000\n",
 			"sys/fs/cgroup/docker/abc/cpu.max": "max 100000\n",
 		}, 0, 2},
 		{"v2 path escaping the mount ignored", map[string]string{
