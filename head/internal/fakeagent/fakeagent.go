@@ -143,7 +143,7 @@ func (a *Agent) Request(instanceID, token string, gpus int) wire.EnrollRequest {
 			Egress: wire.EgressCheck{OK: true, Detail: "ok", IP: a.IP}},
 		GPUs: gpus, GPUModels: Models(gpus),
 		RayVersion: RayVersion, PythonVersion: PythonVersion,
-		Ports: append([]int(nil), a.Ports...),
+		Ports:   append([]int(nil), a.Ports...),
 		PortKey: base64.StdEncoding.EncodeToString(a.PortKey),
 	}
 }
