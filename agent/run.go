@@ -76,6 +76,7 @@ type agent struct {
 	rayLog   *guestapi.LogRing // /logs/ray
 	selfSum  string
 	checks   wire.CheckReport
+	versions <-chan hostcheck.RayVersions // the version probe, started first
 	portKey  []byte
 	ca       *x509.Certificate
 	headA    netip.AddrPort
@@ -95,6 +96,9 @@ func newAgent(cfg envconfig.Config, stderr io.Writer) *agent {
 
 func (a *agent) run() int {
 	a.log.Info("agent starting", "version", version, "instance_id", a.cfg.InstanceID, "head", a.headA.String(), "public_ip", a.cfg.PublicIP.String())
+	probeCtx, stopProbe := context.WithCancel(context.Background())
+	defer stopProbe()
+	a.versions = a.probeRay(probeCtx) // first: Python's start is the slowest step before enrolling
 	a.selfSum, _ = selfSHA256()
 	if a.selfSum != a.cfg.BootstrapSHA256 {
 		// bootloader.sh checked the download; an image may embed another build.
@@ -154,7 +158,6 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 	}
 	defer listeners.Close() // success or failure: the ports go to Ray next
 
-	versions := a.probeRay(ctx) // in parallel with the CA fetch and the host checks
 	retry := backoff.RetryConfig{Log: a.log}
 	ca, err := backoff.Retry(ctx, retry, "fetch ca.pem", func(ctx context.Context) (*x509.Certificate, error) {
 		return enroll.FetchCA(ctx, a.headA, a.cfg.CASHA256)
@@ -170,7 +173,12 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 		return nil, fmt.Errorf("env %s: %w", wire.EnvEgressResolvers, err)
 	}
 	a.checks = hostcheck.Run(ctx, hostcheck.Config{Root: "/", PublicIP: a.cfg.PublicIP.String(), Resolvers: resolvers, Log: a.log})
-	v := <-versions
+	var v hostcheck.RayVersions
+	select {
+	case v = <-a.versions:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	a.checks.RayVersion, a.checks.PythonVersion = v.Ray, v.Python
 
 	req := wire.EnrollRequest{Version: wire.Version, InstanceID: a.cfg.InstanceID, JoinToken: a.cfg.JoinToken.Reveal(),
@@ -203,7 +211,7 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 // reason reaches the operator through head status.
 func (a *agent) probeRay(ctx context.Context) <-chan hostcheck.RayVersions {
 	out := make(chan hostcheck.RayVersions, 1)
-	env := raylaunch.Scrubbed(os.Environ(), a.secrets(nil))
+	env := raylaunch.Scrubbed(os.Environ(), a.secrets(nil)) // before enrolling: no bundle secrets yet
 	go func() {
 		v, err := hostcheck.ProbeRay(ctx, hostcheck.RayProbe{Python: a.cfg.Python, Env: env})
 		if err != nil {

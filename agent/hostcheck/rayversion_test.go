@@ -12,7 +12,7 @@ import (
 
 // fakeRayPkg makes a PYTHONPATH dir whose ray package has version v and
 // writes the environment it was imported in to envFile.
-func fakeRayPkg(t *testing.T, body string) string {
+func fakeRayPkg(t testing.TB, body string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "ray"), 0o755); err != nil {
@@ -24,7 +24,7 @@ func fakeRayPkg(t *testing.T, body string) string {
 	return dir
 }
 
-func python3(t *testing.T) string {
+func python3(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("python3")
 	if err != nil {
