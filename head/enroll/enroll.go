@@ -193,8 +193,8 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// judge runs steps 4–7 (5 with the GPU model, 6a the Ray version) and returns the rejection reason and blocklist
-// class, or "" when the candidate passed.
+// judge runs steps 4–7 (6a included) and returns the rejection reason
+// and blocklist class, or "" when the candidate passed.
 func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Candidate, portKey secret.Bytes, log *slog.Logger) (reason, class string) {
 	ch := req.Checks
 	if !ch.Capabilities.OK || !ch.Netns.OK || !ch.Shm.OK {
