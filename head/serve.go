@@ -193,7 +193,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 
 	m := &metrics.Metrics{}
 	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
-		Metrics: m, Log: log.With("port", "B")})
+		Metrics: m, Destroy: driver.Destroy, Log: log.With("port", "B")})
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil),
 		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {

@@ -10,7 +10,10 @@ import (
 )
 
 // Field is one table cell or one line: control characters (ESC, BEL, CR,
-// LF, C1 such as the 8-bit CSI) and bytes that are not UTF-8 become '?'.
+// LF, TAB, C1 such as the 8-bit CSI), format characters (bidi overrides,
+// zero-width joiners: text that displays other than it reads) and bytes
+// that are not UTF-8 become '?'. A tab would also break tabwriter's
+// columns; a newline would forge a row.
 func Field(s string) string { return clean(s, false) }
 
 // Lines is a multi-line text such as a log: as Field, but newlines and tabs
@@ -22,7 +25,7 @@ func clean(s string, keepLines bool) string {
 		if keepLines && (r == '\n' || r == '\t') {
 			return r
 		}
-		if r == utf8.RuneError || unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
 			return '?'
 		}
 		return r

@@ -22,3 +22,21 @@ func TestFieldAndLines(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldTableCells: what `head status` and `head demo` print per field.
+func TestFieldTableCells(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"plain", "vast-host-4711 203.0.113.9", "vast-host-4711 203.0.113.9"},
+		{"unicode kept", "Grüße ✓", "Grüße ✓"},
+		{"OSC title", "\x1b]0;pwned\x07", "?]0;pwned?"},
+		{"newline forges a row", "h1\nc-evil\tgpu", "h1?c-evil?gpu"},
+		{"bidi override", "abc\u202edcb", "abc?dcb"},
+		{"zero width joiner", "a\u200db", "a?b"},
+		{"invalid utf-8 run", "a\xff\xfeb", "a?b"},
+		{"DEL", "a\x7fb", "a?b"},
+	} {
+		if got := Field(tc.in); got != tc.want {
+			t.Errorf("%s: Field(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}

@@ -45,6 +45,12 @@ const (
 	EnvPython          = "RAYVAST_PYTHON"
 	EnvState           = "RAYVAST_STATE"
 
+	// Optional knobs of the agent's Ray restart policy (SPEC §9); the
+	// agent's defaults apply when unset.
+	EnvRayMaxRestarts   = "RAYVAST_RAY_MAX_RESTARTS"   // restarts allowed in the window
+	EnvRayRestartWindow = "RAYVAST_RAY_RESTART_WINDOW" // Go duration, e.g. 10m
+	EnvRayRestartDelay  = "RAYVAST_RAY_RESTART_DELAY"  // first backoff, doubling
+
 	// Set by vast itself; the RAYVAST_ names above win over these.
 	EnvVastContainerID = "CONTAINER_ID"
 	EnvVastPublicIP    = "PUBLIC_IPADDR"
