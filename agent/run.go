@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -81,9 +82,14 @@ type agent struct {
 	selfSum  string
 	checks   wire.CheckReport
 	versions <-chan hostcheck.RayVersions // the version probe, started first
-	portKey  []byte
-	ca       *x509.Certificate
-	headA    netip.AddrPort
+	// Ray's placement, decided once (rayPlacement).
+	placeOnce  sync.Once
+	rayTempDir string
+	rayCPUs    int
+	placeErr   error
+	portKey    []byte
+	ca         *x509.Certificate
+	headA      netip.AddrPort
 }
 
 func newAgent(cfg envconfig.Config, stderr io.Writer) *agent {

@@ -132,11 +132,10 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 // *os.File stdio: it never calls Wait, which would end copy goroutines).
 // Call started after Start: it closes our copy of the pipe's write end.
 func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, started func(), err error) {
-	tmp, err := raylaunch.TempDir(a.cfg.State, "")
+	tmp, cpus, err := a.rayPlacement(b)
 	if err != nil {
 		return nil, nil, err
 	}
-	cpus := raylaunch.RayCPUs(b.Ray.NumCPUs, raylaunch.ContainerCPUs(raylaunch.CPUConfig{}))
 	argv, env := raylaunch.Command(raylaunch.Params{
 		Python: a.cfg.Python, Ray: b.Ray, NumCPUs: cpus, TempDir: tmp,
 		CandidateID: b.CandidateID, NodeType: b.NodeType,
@@ -160,6 +159,16 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, sta
 	// Our copy of the write end must close once Ray has its own, or the
 	// reader never sees EOF; exec.Cmd closes only files it opened itself.
 	return cmd, func() { w.Close() }, nil
+}
+
+// rayPlacement is Ray's --temp-dir and --num-cpus, decided once so every
+// restart of Ray gets the same argv (a fallback temp dir is random).
+func (a *agent) rayPlacement(b *bundle.Bundle) (tempDir string, cpus int, err error) {
+	a.placeOnce.Do(func() {
+		a.rayTempDir, a.placeErr = raylaunch.TempDir(a.cfg.State, "")
+		a.rayCPUs = raylaunch.RayCPUs(b.Ray.NumCPUs, raylaunch.ContainerCPUs(raylaunch.CPUConfig{}))
+	})
+	return a.rayTempDir, a.rayCPUs, a.placeErr
 }
 
 // secrets are every secret value the agent holds (b nil: before
