@@ -50,7 +50,8 @@ type Docker struct {
 	dns     *whoami.Server
 	log     *slog.Logger
 
-	mu sync.Mutex // serialises address allocation with create
+	mu     sync.Mutex // serialises address allocation with create
+	exited exits
 }
 
 // OpenDocker ensures the network and starts a who-am-I DNS responder on its
@@ -155,6 +156,7 @@ func (d *Docker) Start(ctx context.Context, l Launch) (string, error) {
 		_ = d.eng.RemoveContainer(context.WithoutCancel(ctx), id, true)
 		return "", fmt.Errorf("fakevast start %d: %w", l.ID, err)
 	}
+	d.watch(l.ID, id)
 	d.log.Info("fakevast: container started", "instance", l.ID, "container", name, "ip", ip.String(), "image", image, "unsafe", l.Unsafe)
 	return ip.String(), nil
 }
