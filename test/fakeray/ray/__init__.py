@@ -1,11 +1,11 @@
 """fakeray: a stand-in for the real ``ray`` package in rayvast's tests.
 
-Only ``import ray`` and ``python -m ray.scripts.scripts start --block ...`` are
-provided; see test/fakeray/README.md.
+``import ray`` and ``python -m ray.scripts.scripts start …`` behave as Ray's
+do where rayvast depends on them; see test/fakeray/README.md and SOURCES.md.
+``ray.__version__`` is FAKERAY_VERSION when set (the agent's version probe
+reads it), else a current 2.5x release.
 """
 
 import os as _os
 
-# The head refuses nodes older than Ray 2.52 (SPEC §6 step 6a): tests pick
-# the version an image would report.
 __version__ = _os.environ.get("FAKERAY_VERSION") or "2.53.0"
