@@ -204,7 +204,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: boundedPortCheck(maxPortChecks),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
-		Log: log.With("port", "A"),
+		Log: log.With("port", "A"), Ray: cfg.Ray,
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,
 			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
 	})

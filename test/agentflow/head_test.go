@@ -36,7 +36,7 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 	if out, err := exec.Command(bin, "init", "--state", state, "--ip", ip, "--cluster", "e2e").CombinedOutput(); err != nil {
 		t.Fatalf("head init: %v\n%s", err, out)
 	}
-	cfg := fmt.Sprintf(`{"cluster":"e2e","ray":{"head_address":"%s:6379"},
+	cfg := fmt.Sprintf(`{"cluster":"e2e","ray":{"head_address":"%s:6379","version":"2.53.0"},
  "node_types":{"cpu":{"gpus":0,"max_workers":1,"resources":{"e2e":1},"labels":{"kind":"e2e"}}},
  "guest_api":{"anonymous_scopes":["guest:health"],"external_issuers":[]},
  "heartbeat_interval_s":1}`, ip)
