@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"regexp"
 	"os/exec"
+	"regexp"
 	"strings"
 
 	"github.com/rayvast/rayvast/head/firewall"
