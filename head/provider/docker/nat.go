@@ -14,14 +14,15 @@ import (
 // "rayvast" or "rayvast_<app id>", head/firewall).
 const TablePrefix = "rvdocker_"
 
-// Hook priorities of the NAT table. The input SNAT runs before the filter
-// hooks (0), so the head's firewall already sees the public IP, and after
-// conntrack (-200), which NAT needs. DNAT and SNAT run just before Docker's
-// own nat chains (-100, 100), so ours decide for the candidates' addresses.
+// Hook priorities of the NAT table. The kernel runs all nat chains of a
+// hook from the NAT core's own hook (input SNAT at 100, after the filter
+// hooks at 0; head/firewall's input chain therefore runs at 110, after it);
+// among nat chains these order ours before Docker's (-100, 100), so ours
+// decide for the candidates' addresses.
 const (
 	prioDNAT   = -110
 	prioSNAT   = 90
-	prioInput  = -160
+	prioInput  = 90
 	prioFilter = -10
 )
 

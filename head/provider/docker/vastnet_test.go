@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
 )
 
@@ -129,6 +130,7 @@ func dialLine(addr string) (string, error) {
 type netRig struct {
 	p    *Provider
 	head *headListener
+	fw   *firewall.Firewall // guards the head's listener, as the head's own
 	ctx  context.Context
 }
 
@@ -145,7 +147,15 @@ func openNetRig(t *testing.T, opts NetOptions) *netRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return &netRig{p: p, head: listenHead(t, p.Network().Gateway.String()), ctx: ctx}
+	head := listenHead(t, p.Network().Gateway.String())
+	_, port, _ := net.SplitHostPort(head.l.Addr().String())
+	n, _ := strconv.Atoi(port)
+	fw, err := firewall.Open(ctx, firewall.Config{Table: fmt.Sprintf("rvtest_%d", time.Now().UnixNano()%1e9), Ports: []int{n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	return &netRig{p: p, head: head, fw: fw, ctx: ctx}
 }
 
 func (r *netRig) rent(t *testing.T, id string) provider.Rental {
@@ -153,6 +163,11 @@ func (r *netRig) rent(t *testing.T, id string) provider.Rental {
 	rt, err := r.p.Rent(r.ctx, provider.RentRequest{CandidateID: id, NodeType: "cpu", Command: `exec python3 -u -c "$TEST_SCRIPT"`,
 		Env: map[string]string{"TEST_SCRIPT": netProbe, "TEST_HEAD": r.head.l.Addr().String(), "TEST_DNS": r.p.DNSAddr()}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The head's firewall lets the candidate's public IP in (its first SYN
+	// may be dropped before this: TCP sends it again).
+	if err := r.fw.Allow(rt.PublicIP); err != nil {
 		t.Fatal(err)
 	}
 	return rt
@@ -183,8 +198,9 @@ func (r *netRig) output(t *testing.T, instance string) map[string]string {
 // inside and outside, hairpin off and on: the public IP is on none of the
 // container's interfaces; this machine reaches public IP:port (first and
 // last of the 64) and gets the container, and nothing on a port that is not
-// the candidate's; the candidate's connection to the head and its who-am-I
-// query arrive from the public IP; its connection to its own public IP:port
+// the candidate's; the candidate's connection to the head (through the
+// head's firewall, which allows only the public IP) and its who-am-I query
+// arrive from the public IP; its connection to its own public IP:port
 // reaches itself (from its public IP) only with hairpin on, and is refused
 // without.
 func TestVastNetwork(t *testing.T) {
