@@ -85,10 +85,6 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rep, err := reconcile.Down(ctx, dc)
-	if r, ok := dc.Rentals.(*docker.Rentals); ok && err == nil && !rep.HeadRunning {
-		// The stopped head's networks and NAT table go with its rentals.
-		err = r.Release(ctx)
-	}
 	fmt.Fprintf(stdout, "head running: %v; candidates ended: %d; instances destroyed: %d\n", rep.HeadRunning, len(rep.Ended), len(rep.Destroyed))
 	if err != nil {
 		fmt.Fprintf(stderr, "head down: %v\n", err)

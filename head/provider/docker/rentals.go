@@ -76,21 +76,3 @@ func (r *Rentals) Destroy(ctx context.Context, instanceID string) error {
 	r.log.Info("docker destroyed", "instance", instanceID)
 	return nil
 }
-
-// Release removes the cluster's networks and NAT table once none of its
-// containers is left (`head down` of a stopped head: a running head's
-// provider keeps and removes its own). With a container left it does
-// nothing.
-func (r *Rentals) Release(ctx context.Context) error {
-	cs, err := r.eng.ListContainers(ctx, LabelCluster+"="+r.cluster)
-	if err != nil {
-		return fmt.Errorf("docker release %s: %w", r.cluster, err)
-	}
-	if len(cs) > 0 {
-		return nil
-	}
-	if err := Cleanup(ctx, r.eng, func(c string) bool { return c == r.cluster }); err != nil {
-		return fmt.Errorf("docker release %s: %w", r.cluster, err)
-	}
-	return nil
-}

@@ -58,23 +58,20 @@ func TestRentalsForDown(t *testing.T) {
 	if list, err := ra.List(ctx); err != nil || len(list) != 0 {
 		t.Errorf("List after Destroy = %+v, %v; want none", list, err)
 	}
-	// Release (head down of a stopped head): cluster a's networks and NAT
-	// table go; cluster b, with a container left, keeps all three.
-	rb, _ := OpenRentals(eng, b, nil)
-	for _, r := range []*Rentals{ra, rb} {
-		if err := r.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+	// Cleanup of a (head down of a stopped head): its networks and NAT
+	// table go; cluster b keeps all three.
+	if err := Cleanup(ctx, eng, func(c string) bool { return c == a }); err != nil {
+		t.Fatal(err)
 	}
 	nft := firewall.RunNft("nft")
 	for cl, want := range map[string]bool{a: false, b: true} {
 		for _, n := range []string{NetworkName(cl), PublicNetworkName(cl)} {
 			if _, err := eng.InspectNetwork(ctx, n); (err == nil) != want {
-				t.Errorf("network %s after Release: %v, want kept=%v", n, err, want)
+				t.Errorf("network %s after the cleanup of a: %v, want kept=%v", n, err, want)
 			}
 		}
 		if got := nft(ctx, "list table ip "+TableName(cl)+"\n") == nil; got != want {
-			t.Errorf("table ip %s of %s after Release: kept=%v, want %v", TableName(cl), cl, got, want)
+			t.Errorf("table ip %s of %s after the cleanup of a: kept=%v, want %v", TableName(cl), cl, got, want)
 		}
 	}
 
