@@ -132,6 +132,9 @@ type ProviderConfig struct {
 	Image      string               `json:"image,omitempty"`   // default image of every node type
 	DiskGB     float64              `json:"disk_gb,omitempty"` // default 16
 	NodeTypes  map[string]OfferSpec `json:"node_types,omitempty"`
+	// Docker only: vast's network on one machine (docker.NetOptions).
+	Hairpin bool `json:"hairpin,omitempty"` // a candidate reaches its own public IP:port
+	PerIP   int  `json:"per_ip,omitempty"`  // candidates behind each public IP (default 1)
 }
 
 // OfferSpec narrows the vast offer search of one node type. The GPU count

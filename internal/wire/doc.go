@@ -13,7 +13,8 @@
 //	   ray_restarted and ray_crashloop; an enrollment retry with the same
 //	   token and port_key is answered (SPEC §6 step 2). Config gains
 //	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
-//	   provider and max_dph_total.
+//	   provider and max_dph_total; the docker provider block hairpin and
+//	   per_ip.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
