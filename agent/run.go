@@ -39,6 +39,10 @@ environment of SPEC §2:
   RAYVAST_EGRESS_RESOLVERS (kind@ip:port,…; default public resolvers)
   RAYVAST_PUBLIC_LOGS, RAYVAST_PUBLIC_SYSINFO, RAYVAST_PUBLIC_TCBINFO (0/1)
   RAYVAST_PYTHON (default python3), RAYVAST_STATE (default /run/rayvast)
+  RAYVAST_RAY_MAX_RESTARTS (default 5), RAYVAST_RAY_RESTART_WINDOW (default 10m),
+  RAYVAST_RAY_RESTART_DELAY (default 1s): Ray exiting on its own is restarted
+  after the delay (doubling, at most 30s); one more exit after the maximum
+  within the window is a crash loop, reported to the head, and the agent exits
 
 Exit codes: Ray's own (128+signal when signalled); 1 when enrollment is
 refused or fails; 2 when the environment is invalid.

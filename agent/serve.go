@@ -35,8 +35,12 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 	}
 	hc, portB := a.headClient(b)
 	sup := supervise.New(supervise.Config{Log: a.log})
+	reports := newReportQueue(func(event, detail string) { a.report(hc, portB, b, event, detail) }, a.log)
+	ray := newRayLoop(sup, restartPolicy(a.cfg.Restart), func() (*exec.Cmd, func(), error) {
+		return a.rayCommand(b, paths) // a pure function of the bundle and env: the same argv and env each time
+	}, reports.add, a.log)
 
-	srv, err := a.guestAPI(b, sup)
+	srv, err := a.guestAPI(b, ray)
 	if err != nil {
 		a.log.Error("guest api refused to start", "err", err)
 		a.report(hc, portB, b, "guest_api_refused", err.Error())
@@ -61,6 +65,7 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 		a.report(hc, portB, b, wire.EventRayExited, "ray did not start: "+err.Error())
 		return 1
 	}
+	ray.started()
 	a.log.Info("ray started", "pid", sup.PID(), "since_exec", time.Since(execTime).Round(time.Millisecond))
 	select { // a stop signal that came before the supervisor listened
 	case s := <-sigs:
@@ -69,12 +74,13 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 	default:
 	}
 	signal.Stop(sigs)
-	return a.watch(sup, hc, portB, b)
+	return a.watch(sup, ray, reports, hc, portB, b)
 }
 
-// watch heartbeats while Ray runs, reports signals and Ray's exit, and
-// returns Ray's exit code once the supervisor is done.
-func (a *agent) watch(sup *supervise.Supervisor, hc *http.Client, portB string, b *bundle.Bundle) int {
+// watch heartbeats while Ray runs (restarted by the loop when it exits on
+// its own), reports signals and Ray's end, and returns the exit code once
+// Ray is gone for good.
+func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQueue, hc *http.Client, portB string, b *bundle.Bundle) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -93,7 +99,7 @@ func (a *agent) watch(sup *supervise.Supervisor, hc *http.Client, portB string, 
 		defer close(beating)
 		_ = heartbeat.Run(ctx, heartbeat.Config{
 			Client: hc, BaseURL: portB, InstanceID: b.InstanceID, Interval: b.HeartbeatInterval(),
-			Status: func() wire.RayStatus { return rayStatus(sup) },
+			Status: ray.Status,
 			HealthToken: func(now time.Time) string {
 				tok, err := guestauth.MintHealthToken(b.AppID, b.AppRootKey.Reveal(), now)
 				if err != nil {
@@ -102,31 +108,23 @@ func (a *agent) watch(sup *supervise.Supervisor, hc *http.Client, portB string, 
 				return tok
 			},
 			OnStop: func() { a.log.Info("head asked to stop ray"); sup.Stop() },
-			Final:  sup.Done(), // one last beat carries Ray's exit code
+			Final:  ray.Final(), // one last beat carries Ray's exit code
 			Log:    a.log,
 		})
 	}()
 
-	<-sup.Done()
+	code, crashloop := ray.run()
+	if !crashloop { // a crash loop was reported; the head ends the node on it
+		a.log.Info("ray exited", "exit_code", code)
+		reports.add(wire.EventRayExited, "exit code "+strconv.Itoa(code))
+	}
+	reports.close(30 * time.Second)
 	select { // the last heartbeat, bounded: the head may be away
 	case <-beating:
 	case <-time.After(20 * time.Second):
 	}
 	cancel()
-	code := sup.ExitCode()
-	a.log.Info("ray exited", "exit_code", code)
-	a.report(hc, portB, b, wire.EventRayExited, "exit code "+strconv.Itoa(code))
 	return code
-}
-
-func rayStatus(sup *supervise.Supervisor) wire.RayStatus {
-	select {
-	case <-sup.Done():
-		code := sup.ExitCode()
-		return wire.RayStatus{State: wire.RayExited, PID: sup.PID(), ExitCode: &code}
-	default:
-		return wire.RayStatus{State: wire.RayRunning, PID: sup.PID()}
-	}
 }
 
 // rayCommand builds Ray's exec.Cmd: argv and env from raylaunch, output
@@ -163,16 +161,17 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, sta
 
 // guestAPI builds the guest API server from the bundle and the env's
 // measured switches. A bad policy (unknown scope, bad key) refuses to start.
-func (a *agent) guestAPI(b *bundle.Bundle, sup *supervise.Supervisor) (*guestapi.Server, error) {
+func (a *agent) guestAPI(b *bundle.Bundle, ray *rayLoop) (*guestapi.Server, error) {
 	checks := a.checks
 	return guestapi.New(guestapi.Config{
 		AppID: b.AppID, AppRootKey: b.AppRootKey,
 		PublicLogs: a.cfg.PublicLogs, PublicSysinfo: a.cfg.PublicSysinfo, PublicTCBInfo: a.cfg.PublicTCBInfo,
 		Policy:      b.GuestAPI.GuestAPIPolicy,
 		NodeCertPEM: b.NodeCertPEM, NodeKeyPEM: b.NodeKeyPEM, CACertPEM: b.CACertPEM,
-		Logs: map[string]guestapi.LogSource{"agent": a.agentLog, "ray": a.rayLog},
+		TrustedIP: a.cfg.Head, // the head's health polls keep room of their own
+		Logs:      map[string]guestapi.LogSource{"agent": a.agentLog, "ray": a.rayLog},
 		Processes: func() []guestapi.Process {
-			st := rayStatus(sup)
+			st := ray.Status()
 			return []guestapi.Process{{Name: "ray", PID: st.PID, State: st.State, Restarts: st.Restarts}}
 		},
 		TCB:     func() wire.GuestTCB { return wire.GuestTCB{Checks: &checks, AgentSHA256: a.selfSum} },

@@ -4,6 +4,8 @@
 //	head init   --state DIR --ip IP [--dns NAME] [--cluster NAME]
 //	head serve  --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]
 //	head status --state DIR
+//	head logs   --state DIR NODE [--ray|--agent] [--tail N] [--follow]
+//	head node   --state DIR NODE
 //	head down   --state DIR [--config FILE] [--provider none|docker|vast]
 //	head ray-head-cert --state DIR --ip IP --out DIR
 //	head demo   [flags]
@@ -26,6 +28,8 @@ commands:
   init     create a new state dir: cluster CA, head certificate, cluster token, app id and key
   serve    serve port A (enrollment), port B (heartbeats) and the admin API on STATE/admin.sock
   status   print the candidates and nodes of a running head (from STATE/admin.sock)
+  logs     print a node's agent or Ray log (over its guest API; needs "public_logs": true)
+  node     print one node's story: states, checks, GPUs, Ray, heartbeats, health, log
   down     end the cluster: every candidate and every rental the provider lists
   ray-head-cert
            write the TLS files and token file the Ray head needs, print its env
@@ -55,6 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runServe(ctx, args[1:], stderr)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
+	case "logs":
+		return runLogs(ctx, args[1:], stdout, stderr)
+	case "node":
+		return runNode(ctx, args[1:], stdout, stderr)
 	case "ray-head-cert":
 		return runRayHeadCert(args[1:], stdout, stderr)
 	case "down":

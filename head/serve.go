@@ -193,7 +193,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 
 	m := &metrics.Metrics{}
 	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
-		Metrics: m, Log: log.With("port", "B")})
+		Metrics: m, Destroy: driver.Destroy, Log: log.With("port", "B")})
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil),
 		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {
@@ -206,7 +206,8 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	})
 	adm := admin.New(admin.Config{Registry: reg, Blocklist: block, Rentals: driver, NodeTypes: cfg.NodeTypes, Metrics: m,
 		Log: log.With("part", "admin"),
-		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(agentSum[:]), CASHA256: st.CA.Fingerprint()}})
+		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(agentSum[:]), CASHA256: st.CA.Fingerprint(),
+			PublicLogs: cfg.PublicLogs}})
 
 	if prov != nil {
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: adm.Handler(), End: driver.End, Rentals: prov,

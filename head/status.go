@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -38,11 +40,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var cands []wire.Candidate
 	var nodes []wire.Node
 	if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head status: %v\n", err)
+		fmt.Fprintf(stderr, "head status: %s\n", termtext.Field(err.Error()))
 		return 1
 	}
 	if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head status: %v\n", err)
+		fmt.Fprintf(stderr, "head status: %s\n", termtext.Field(err.Error()))
 		return 1
 	}
 	printStatus(stdout, cands, nodes, time.Now())
@@ -55,18 +57,31 @@ func printStatus(w io.Writer, cands []wire.Candidate, nodes []wire.Node, now tim
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tAGE\tREASON")
 	for _, x := range cands {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.CandidateID, x.NodeType, dash(x.InstanceID), dash(x.PublicIP), dash(x.HostID), x.State, age(x.CreatedAt), dash(x.Reason))
+		row(tw, x.CandidateID, x.NodeType, x.InstanceID, x.PublicIP, x.HostID, x.State, age(x.CreatedAt), x.Reason)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "NODE\tTYPE\tPUBLIC IP\tSTATE\tAGE\tRAY\tHEALTH\tLAST HEARTBEAT")
+	fmt.Fprintln(tw, "NODE\tTYPE\tPUBLIC IP\tSTATE\tAGE\tRAY\tRESTARTS\tHEALTH\tLAST HEARTBEAT")
 	for _, n := range nodes {
 		hb := "-"
 		if n.LastHeartbeat != nil {
 			hb = age(*n.LastHeartbeat) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.InstanceID, n.NodeType, n.PublicIP, n.State, age(n.EnrolledAt), dash(n.Ray.State), n.Health, hb)
+		row(tw, n.InstanceID, n.NodeType, n.PublicIP, n.State, age(n.EnrolledAt), n.Ray.State, strconv.Itoa(n.Ray.Restarts), n.Health, hb)
 	}
 	tw.Flush()
+}
+
+// row prints one table row. Every field may come from a provider, the admin
+// API or a node, so each is made inert for the terminal (a tab or newline
+// would also forge columns or rows); empty fields print as "-".
+func row(w io.Writer, fields ...string) {
+	for i, f := range fields {
+		if i > 0 {
+			io.WriteString(w, "\t")
+		}
+		io.WriteString(w, termtext.Field(dash(f)))
+	}
+	io.WriteString(w, "\n")
 }
 
 func dash(s string) string {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -44,6 +45,15 @@ type Config struct {
 	PublicTCBInfo   bool
 	Python          string
 	State           string
+	Restart         Restart // Ray's restart policy knobs
+}
+
+// Restart holds the restart policy knobs; a zero field means the agent's
+// default (MaxRestarts is -1 when unset: 0 is a valid "never restart").
+type Restart struct {
+	MaxRestarts int
+	Window      time.Duration
+	Delay       time.Duration
 }
 
 // Secrets are the secret variables taken out of an environment.
@@ -115,6 +125,8 @@ func Parse(lookup func(string) (string, bool)) (Config, error) {
 	if !strings.HasPrefix(c.State, "/") {
 		p.fail(wire.EnvState, "must be an absolute path")
 	}
+	c.Restart = Restart{MaxRestarts: p.count(wire.EnvRayMaxRestarts),
+		Window: p.duration(wire.EnvRayRestartWindow), Delay: p.duration(wire.EnvRayRestartDelay)}
 	return c, errors.Join(p.errs...)
 }
 
@@ -290,6 +302,34 @@ func (p *parser) flag(name string, def bool) bool {
 	}
 	p.fail(name, fmt.Sprintf("want 0 or 1, got %q", clip(v)))
 	return def
+}
+
+// count is a non-negative integer knob, -1 when unset.
+func (p *parser) count(name string) int {
+	v, ok := p.lookup(name)
+	if !ok || v == "" {
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 1000 {
+		p.fail(name, fmt.Sprintf("want an integer 0..1000, got %q", clip(v)))
+		return -1
+	}
+	return n
+}
+
+// duration is a positive Go duration knob (at most a day), 0 when unset.
+func (p *parser) duration(name string) time.Duration {
+	v, ok := p.lookup(name)
+	if !ok || v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > 24*time.Hour {
+		p.fail(name, fmt.Sprintf("want a duration such as 30s or 10m (at most 24h), got %q", clip(v)))
+		return 0
+	}
+	return d
 }
 
 func isLowerHex(s string, n int) bool {

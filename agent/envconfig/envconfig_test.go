@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -61,6 +62,14 @@ func TestParseGood(t *testing.T) {
 	}
 	if c.State != DefaultState || c.Python != DefaultPython {
 		t.Errorf("defaults: state %q python %q", c.State, c.Python)
+	}
+	if c.Restart != (Restart{MaxRestarts: -1}) {
+		t.Errorf("restart knobs unset: got %+v, want MaxRestarts -1 and zero durations", c.Restart)
+	}
+	env := goodEnv()
+	env[wire.EnvRayMaxRestarts], env[wire.EnvRayRestartWindow], env[wire.EnvRayRestartDelay] = "0", "90s", "250ms"
+	if c, err := Parse(lookup(env)); err != nil || c.Restart != (Restart{0, 90 * time.Second, 250 * time.Millisecond}) {
+		t.Errorf("restart knobs: got %+v, %v", c.Restart, err)
 	}
 	if c.PublicLogs || c.PublicSysinfo || !c.PublicTCBInfo {
 		t.Errorf("switch defaults: logs %v sysinfo %v tcbinfo %v, want false false true", c.PublicLogs, c.PublicSysinfo, c.PublicTCBInfo)
@@ -124,6 +133,10 @@ func TestParseBad(t *testing.T) {
 		{"ports junk", wire.EnvPorts, "x," + portList(40001)[6:]},
 		{"logs switch", wire.EnvPublicLogs, "yes"},
 		{"state relative", wire.EnvState, "run/rayvast"},
+		{"max restarts negative", wire.EnvRayMaxRestarts, "-1"},
+		{"max restarts word", wire.EnvRayMaxRestarts, "many"},
+		{"restart window bare number", wire.EnvRayRestartWindow, "600"},
+		{"restart delay zero", wire.EnvRayRestartDelay, "0s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := goodEnv()

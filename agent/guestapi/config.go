@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -45,10 +46,16 @@ type Config struct {
 	LogFiles map[string]string
 	Logs     map[string]LogSource
 
+	// TrustedIP is the head's address: its health polls keep room of their
+	// own in the connection limits (see Limits). Invalid = none (standalone).
+	TrustedIP netip.Addr
+	Limits    Limits // zero fields: MaxConns, PerIPConns, UnauthHeaderTimeout
+
 	Processes func() []Process     // the process table (guest:containers); nil = none
 	TCB       func() wire.GuestTCB // Info's tcb block; called only when public_tcbinfo is on and Info is shown
 	Version   string               // the agent's version; "" = "dev"
-	Root      string               // host root for /proc (sysinfo); "" = "/"
+	Root      string               // host root for /proc (sysinfo, GPUs); "" = "/"
+	NvidiaSMI string               // nvidia-smi's path; "" = look it up in PATH, "-" = never run it
 	Rand      io.Reader            // ECDSA signing randomness; nil = crypto/rand
 	Now       func() time.Time
 	Log       *slog.Logger
@@ -71,6 +78,7 @@ type Server struct {
 	id       *identity // nil without node identity
 	logs     map[string]LogSource
 	started  time.Time
+	gpus     *gpuSource
 
 	mu      sync.Mutex
 	servers []*http.Server
@@ -108,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		appKey:  appKey.Public().(ed25519.PublicKey),
 		logs:    map[string]LogSource{},
 		started: cfg.Now(),
+		gpus:    &gpuSource{root: cfg.Root, smi: cfg.NvidiaSMI, now: cfg.Now},
 	}
 	if len(cfg.NodeCertPEM) > 0 || cfg.NodeKeyPEM.Len() > 0 {
 		if s.id, err = newIdentity(cfg.NodeCertPEM, cfg.NodeKeyPEM.Reveal(), cfg.CACertPEM); err != nil {

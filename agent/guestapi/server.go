@@ -24,6 +24,9 @@ func (s *Server) Handler(local bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		route, found := guestauth.Lookup(r.URL.EscapedPath(), local)
 		granted, err := s.grant(r, local)
+		if !local {
+			s.judgeConn(w, r, err == nil && len(r.Header.Values("Authorization")) > 0)
+		}
 		if err != nil {
 			// Debug, like every refusal: anyone can send bad tokens, and at
 			// Info each would write a line to the public container log.
@@ -42,6 +45,20 @@ func (s *Server) Handler(local bool) http.Handler {
 		}
 	})
 }
+
+// judgeConn keeps a connection whose request proved a token; any other is
+// closed after this answer, so strangers hold no idle connection (see
+// guardListener).
+func (s *Server) judgeConn(w http.ResponseWriter, r *http.Request, authenticated bool) {
+	g, _ := r.Context().Value(connKey{}).(*guardedConn)
+	if authenticated && g != nil {
+		g.markAuthenticated()
+		return
+	}
+	w.Header().Set("Connection", "close")
+}
+
+type connKey struct{}
 
 // grant is every scope on the local surface, else what the request proves.
 func (s *Server) grant(r *http.Request, local bool) (guestauth.Scopes, error) {
@@ -115,10 +132,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// MaxConns bounds the connections one remote listener serves at once
-// (see limitListener); each costs tens of KiB until its timeouts end it.
-const MaxConns = 256
-
 // newHTTPServer bounds slow clients: anyone who can route to the node can
 // connect.
 func (s *Server) newHTTPServer(local bool) *http.Server {
@@ -130,6 +143,17 @@ func (s *Server) newHTTPServer(local bool) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if g := guardedOf(c); g != nil {
+				return context.WithValue(ctx, connKey{}, g)
+			}
+			return ctx
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if g := guardedOf(c); g != nil && st == http.StateActive {
+				g.markStarted()
+			}
+		},
 	}
 	s.mu.Lock()
 	s.servers = append(s.servers, hs)
@@ -141,7 +165,7 @@ func (s *Server) newHTTPServer(local bool) *http.Server {
 // it serves HTTPS with the node cert (it wraps l itself); without, plain
 // HTTP. vsock listeners (ListenVsock) are served the same way.
 func (s *Server) ServeTCP(l net.Listener) error {
-	l = newLimitListener(l, MaxConns)
+	l = newGuardListener(l, s.cfg.Limits.withDefaults(s.cfg.TrustedIP))
 	if s.id != nil {
 		l = tls.NewListener(l, s.id.tlsConfig())
 	}

@@ -4,6 +4,7 @@ package supervise
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,8 @@ const (
 	envStraggler = "SUPERVISE_STRAGGLER" // straggler child: its grandchild's scenario
 	envParent    = "SUPERVISE_PARENT"    // orphan: the pid of the parent that abandons it
 	envLinger    = "SUPERVISE_LINGER"    // supervisor: after Done, stay until all children are reaped
+	envChildren  = "SUPERVISE_CHILDREN"  // restarter: comma-separated child scenarios, run in turn
+	envHold      = "SUPERVISE_HOLD"      // restarter: before each restart, wait until Stopping closes
 )
 
 // helperDeadline bounds every wait inside a helper so a broken supervisor
@@ -63,6 +66,8 @@ func runHelper(scenario string) int {
 		return supervisorMain()
 	case scenario == "start-errors":
 		return startErrorsMain()
+	case scenario == "restarter":
+		return restarterMain()
 	case strings.HasPrefix(scenario, "exit:"):
 		code, _ := strconv.Atoi(strings.TrimPrefix(scenario, "exit:"))
 		return code
@@ -138,6 +143,61 @@ func supervisorMain() int {
 	report("supervisor exit %d", sup.ExitCode())
 	if os.Getenv(envLinger) != "" {
 		report("supervisor after done: %s", waitNoChildren())
+	}
+	return sup.ExitCode()
+}
+
+// restarterMain plays the agent's restart loop: it runs each scenario of
+// SUPERVISE_CHILDREN in turn through Start and then Restart, reporting each
+// exit, until a Restart is refused or the list ends. SIGUSR1 is Stop. With
+// SUPERVISE_HOLD it waits before each restart (the agent's backoff) until
+// the stop the test sends between children has been seen.
+func restarterMain() int {
+	grace, _ := time.ParseDuration(os.Getenv(envGrace))
+	sup := New(Config{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), Grace: grace})
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGUSR1)
+	go func() {
+		for range stop {
+			sup.Stop()
+		}
+	}()
+	report("supervisor pid=%d", os.Getpid())
+	children := strings.Split(os.Getenv(envChildren), ",")
+	if err := sup.Start(helperCmd(children[0])); err != nil {
+		report("supervisor start: %v", err)
+		return 99
+	}
+	if err := sup.Restart(helperCmd("exit:0")); err != nil {
+		report("supervisor restart while running refused")
+	}
+	for _, next := range children[1:] {
+		report("supervisor child pid=%d", sup.PID())
+		<-sup.Done()
+		report("supervisor exit %d", sup.ExitCode())
+		if os.Getenv(envHold) != "" {
+			report("supervisor holding")
+			select {
+			case <-sup.Stopping():
+			case <-time.After(helperDeadline):
+				report("supervisor hold: no stop seen")
+			}
+		}
+		err := sup.Restart(helperCmd(next))
+		if errors.Is(err, ErrStopping) {
+			report("supervisor restart refused: stopping signal=%d", sup.StopSignal())
+			return sup.ExitCode()
+		}
+		if err != nil {
+			report("supervisor restart: %v", err)
+			return 98
+		}
+	}
+	report("supervisor child pid=%d", sup.PID())
+	<-sup.Done()
+	report("supervisor exit %d", sup.ExitCode())
+	if err := sup.Restart(helperCmd("exit:0")); errors.Is(err, ErrStopping) {
+		report("supervisor restart refused: stopping signal=%d", sup.StopSignal())
 	}
 	return sup.ExitCode()
 }

@@ -1,6 +1,8 @@
 package supervise
 
 import (
+	"errors"
+	"os/exec"
 	"syscall"
 	"time"
 
@@ -16,6 +18,7 @@ const drainPoll = 50 * time.Millisecond
 // goroutine touches it, so it needs no lock.
 type group struct {
 	s          *Supervisor
+	done       chan struct{} // closed by finish
 	pid, pgid  int
 	code       int  // the main child's, once mainExited
 	mainExited bool // reaped: the code is known
@@ -31,8 +34,11 @@ type group struct {
 // child is done it keeps reaping orphans and reporting signals for as long
 // as the process lives.
 func (s *Supervisor) run(pid int) {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
 	// Setpgid with Pgid 0 (or Setsid) made the child its group's leader.
-	g := &group{s: s, pid: pid, pgid: pid, code: -1}
+	g := &group{s: s, done: done, pid: pid, pgid: pid, code: -1}
 	stopReq := s.stopReq
 	// A child that died before this goroutine ran left a SIGCHLD pending in
 	// s.sigs, but a first sweep costs nothing.
@@ -44,11 +50,19 @@ func (s *Supervisor) run(pid int) {
 				g.reap()
 				continue
 			}
+			s.markStopping(sig.(syscall.Signal))
 			g.forward(sig.(syscall.Signal))
 		case <-stopReq:
 			stopReq = nil
+			s.markStopping(0)
 			s.log.Info("supervisor stopping child group", "pgid", g.pgid)
 			g.terminate(syscall.SIGTERM)
+		case req := <-s.restarts:
+			next, err := g.restart(req.cmd)
+			if err == nil {
+				g = next
+			}
+			req.result <- err
 		case <-timerC(g.grace):
 			g.grace = nil
 			g.kill()
@@ -60,6 +74,30 @@ func (s *Supervisor) run(pid int) {
 			g.finish()
 		}
 	}
+}
+
+// restart starts the next main child once this group is finished. It runs
+// on the run goroutine, whose locked thread Pdeathsig is tied to.
+func (g *group) restart(cmd *exec.Cmd) (*group, error) {
+	s := g.s
+	select {
+	case <-s.stopping:
+		return nil, ErrStopping
+	default:
+	}
+	if !g.finished {
+		return nil, errors.New("the current child still runs")
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	pid := cmd.Process.Pid
+	next := &group{s: s, done: make(chan struct{}), pid: pid, pgid: pid, code: -1}
+	s.mu.Lock()
+	s.pid, s.code, s.done = pid, -1, next.done
+	s.mu.Unlock()
+	next.reap() // it may already have died: its SIGCHLD is then pending too
+	return next, nil
 }
 
 // forward passes a signal the agent received on to the group and to the
@@ -160,7 +198,7 @@ func (g *group) finish() {
 	g.s.mu.Lock()
 	g.s.code = g.code
 	g.s.mu.Unlock()
-	close(g.s.done)
+	close(g.done)
 }
 
 // timerC and tickerC let a nil timer stand for "not running" in a select.

@@ -1,5 +1,6 @@
 // Package supervise is the agent's PID 1 duty (SPEC §9): run one child (Ray)
-// in its own process group, reap every zombie without stealing the child's
+// at a time in its own process group (Restart starts the next one after the
+// last is gone), reap every zombie without stealing the child's
 // exit status, forward SIGTERM/SIGINT/SIGHUP to the group, SIGKILL the group
 // after a grace period, and report the child's exit code the way a shell does
 // (128+signal when it was killed).
@@ -56,13 +57,27 @@ type Supervisor struct {
 	signalled chan os.Signal // copies of the forwarded signals, for the agent
 	stopReq   chan struct{}  // closed by Stop
 	stopOnce  sync.Once
-	done      chan struct{} // closed when the main child and its group are gone
+	restarts  chan startRequest // to the run goroutine, which forks on its locked thread
+	stopping  chan struct{}     // closed at Stop or the first forwarded signal
 
-	mu      sync.Mutex
-	started bool
-	pid     int
-	code    int
+	mu       sync.Mutex
+	started  bool
+	pid      int
+	code     int
+	done     chan struct{} // the current child's: closed when it and its group are gone
+	stopSig  syscall.Signal
+	stopSeen bool
 }
+
+// startRequest asks the run goroutine to start the next main child.
+type startRequest struct {
+	cmd    *exec.Cmd
+	result chan error
+}
+
+// ErrStopping is Restart's answer once Stop was called or a terminating
+// signal was forwarded: the child that ended was meant to end.
+var ErrStopping = errors.New("supervisor is stopping")
 
 // claimed makes a second Supervisor in the same process fail: two wait4(-1)
 // reapers would steal each other's children.
@@ -86,6 +101,8 @@ func New(cfg Config) *Supervisor {
 		sigs:      make(chan os.Signal, 16),
 		signalled: make(chan os.Signal, 8),
 		stopReq:   make(chan struct{}),
+		restarts:  make(chan startRequest),
+		stopping:  make(chan struct{}),
 		done:      make(chan struct{}),
 		code:      -1,
 	}
@@ -156,12 +173,17 @@ func (s *Supervisor) Stop() {
 	s.stopOnce.Do(func() { close(s.stopReq) })
 }
 
-// Done is closed once the main child has been reaped and its process group
-// is empty (or did not empty within a grace period after SIGKILL).
-func (s *Supervisor) Done() <-chan struct{} { return s.done }
+// Done is closed once the current main child has been reaped and its
+// process group is empty (or did not empty within a grace period after
+// SIGKILL). After a Restart, Done is the new child's: call it again.
+func (s *Supervisor) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
 
-// ExitCode is the main child's exit code, or 128+signal when a signal killed
-// it. It is -1 before Done is closed.
+// ExitCode is the current main child's exit code, or 128+signal when a
+// signal killed it. It is -1 before Done is closed.
 func (s *Supervisor) ExitCode() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,3 +194,48 @@ func (s *Supervisor) ExitCode() int {
 // was forwarded), so the agent knows it is shutting down. Signals are
 // dropped, never blocking the supervisor, when nobody reads.
 func (s *Supervisor) Signalled() <-chan os.Signal { return s.signalled }
+
+// Restart starts cmd as the next main child, in a new process group, once
+// the current one is done. It fails with ErrStopping after Stop or a
+// forwarded signal (a restart then would undo the stop), and fails while
+// the current child still runs. PID, Done and ExitCode then speak of cmd.
+func (s *Supervisor) Restart(cmd *exec.Cmd) error {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if !started {
+		return errors.New("restart supervisor: not started")
+	}
+	setGroup(cmd)
+	req := startRequest{cmd: cmd, result: make(chan error, 1)}
+	s.restarts <- req // the run goroutine never stops listening
+	if err := <-req.result; err != nil {
+		return fmt.Errorf("restart %s: %w", cmd.Path, err)
+	}
+	s.log.Info("supervisor restarted child", "pid", s.PID(), "path", cmd.Path)
+	return nil
+}
+
+// Stopping is closed once Stop was called or a terminating signal was
+// forwarded: from then on the child is meant to end and Restart refuses.
+func (s *Supervisor) Stopping() <-chan struct{} { return s.stopping }
+
+// StopSignal is the signal that started the stop (0 for Stop, or when no
+// stop began).
+func (s *Supervisor) StopSignal() syscall.Signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopSig
+}
+
+// markStopping records the first cause of a stop. Only the run goroutine
+// calls it, before it acts on the cause, so a Restart it serves later sees it.
+func (s *Supervisor) markStopping(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopSeen {
+		return
+	}
+	s.stopSeen, s.stopSig = true, sig
+	close(s.stopping)
+}

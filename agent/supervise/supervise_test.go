@@ -342,3 +342,74 @@ func TestReapsAfterDone(t *testing.T) {
 		t.Errorf("exit: got %d, want 4", got)
 	}
 }
+
+// TestRestart proves a child that exits on its own (any code, any signal)
+// can be followed by the next one: each gets its own pid and group, each
+// exit is reported, a Restart while a child runs is refused, and once a
+// forwarded signal ends the last child no restart is allowed.
+func TestRestart(t *testing.T) {
+	r := startRestarter(t, "exit:3,kill:9,crash,report-signal")
+	sup := field(t, r.expect("supervisor pid="), "pid")
+	r.expect("supervisor restart while running refused")
+	pids := map[int]bool{}
+	for _, want := range []string{"supervisor exit 3", "supervisor exit 137", "supervisor exit 134"} {
+		pids[field(t, r.expect("supervisor child pid="), "pid")] = true
+		if got := r.expect("supervisor exit"); got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+	last := field(t, r.expect("supervisor child pid="), "pid")
+	pids[last] = true
+	if len(pids) != 4 {
+		t.Errorf("child pids %v: want 4 distinct", pids)
+	}
+	ready := r.expect("child ready")
+	if pid, pgid := field(t, ready, "pid"), field(t, ready, "pgid"); pid != last || pgid != last {
+		t.Errorf("restarted child pid %d pgid %d, want its own group %d", pid, pgid, last)
+	}
+	r.signal(sup, syscall.SIGTERM)
+	r.expect("child got 15")
+	if got := r.expect("supervisor exit"); got != "supervisor exit 7" {
+		t.Errorf("got %q, want the signalled child's 7", got)
+	}
+	if got := r.expect("supervisor restart refused"); got != "supervisor restart refused: stopping signal=15" {
+		t.Errorf("got %q, want a refusal naming SIGTERM", got)
+	}
+	if got := r.wait(); got != 7 {
+		t.Errorf("exit: got %d, want 7", got)
+	}
+}
+
+// TestRestartRefusedAfterStopBetweenChildren proves a Stop or a signal that
+// arrives while no child runs (the agent's backoff) still refuses the next
+// restart: the stop is not lost because nothing was there to receive it.
+func TestRestartRefusedAfterStopBetweenChildren(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want string
+	}{
+		{syscall.SIGUSR1, "supervisor restart refused: stopping signal=0"}, // Stop
+		{syscall.SIGTERM, "supervisor restart refused: stopping signal=15"},
+		{syscall.SIGHUP, "supervisor restart refused: stopping signal=1"},
+	} {
+		t.Run(unix.SignalName(tc.sig), func(t *testing.T) {
+			r := startRestarter(t, "exit:2,report-signal", envHold+"=1")
+			sup := field(t, r.expect("supervisor pid="), "pid")
+			r.expect("supervisor exit 2")
+			r.expect("supervisor holding")
+			r.signal(sup, tc.sig)
+			if got := r.expect("supervisor restart refused"); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if got := r.wait(); got != 2 {
+				t.Errorf("exit: got %d, want the last child's 2", got)
+			}
+		})
+	}
+}
+
+func startRestarter(t *testing.T, children string, env ...string) *helperRun {
+	t.Helper()
+	env = append(env, envChildren+"="+children, envGrace+"="+politeGrace.String())
+	return startHelper(t, "restarter", nil, env...)
+}

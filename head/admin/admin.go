@@ -31,6 +31,7 @@ type Env struct {
 	PortA, PortB    int
 	BootstrapSHA256 string
 	CASHA256        string
+	PublicLogs      bool // the config's public_logs: RAYVAST_PUBLIC_LOGS=1
 }
 
 // Config builds a Server.
@@ -112,6 +113,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 		wire.EnvBootstrapSHA256: s.cfg.Env.BootstrapSHA256,
 		wire.EnvCASHA256:        s.cfg.Env.CASHA256,
 		wire.EnvJoinToken:       tok.Reveal(),
+	}
+	if s.cfg.Env.PublicLogs {
+		env[wire.EnvPublicLogs] = "1"
 	}
 	if c.InstanceID != "" {
 		env[wire.EnvInstanceID] = c.InstanceID

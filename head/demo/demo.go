@@ -112,10 +112,13 @@ type demo struct {
 	logFile   *os.File
 }
 
-func (d *demo) say(format string, a ...any) { fmt.Fprintf(d.out, format+"\n", a...) }
+// say and fail print a constant format with inert arguments: every value
+// they show (Docker's answers, the admin API's, errors quoting either) may
+// hold terminal escapes or newlines.
+func (d *demo) say(format string, a ...any) { fmt.Fprintf(d.out, format+"\n", inertArgs(a)...) }
 
 func (d *demo) fail(format string, a ...any) int {
-	fmt.Fprintf(d.errOut, "head demo: "+format+"\n", a...)
+	fmt.Fprintf(d.errOut, "head demo: "+format+"\n", inertArgs(a)...)
 	return 1
 }
 

@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -89,7 +88,7 @@ func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]contai
 		if !c.CreatedAt.IsZero() && end.After(c.CreatedAt) {
 			r.Elapsed = end.Sub(c.CreatedAt)
 		}
-		rows = append(rows, r)
+		rows = append(rows, r.inert())
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].created.Before(rows[j].created) })
 	return rows
@@ -131,6 +130,15 @@ const liveFormat = "%-18s %-11s %-8s %6s  "
 // tableFormat is the summary's: candidate, type, ip, state, time, result.
 const tableFormat = "%-18s %-11s %-15s %-8s %6s  "
 
+// inert makes every printed field of the row safe for the terminal: all
+// of them come from the admin API, a node or a container.
+func (r row) inert() row {
+	for _, f := range []*string{&r.ID, &r.NodeType, &r.Instance, &r.IP, &r.State, &r.Step} {
+		*f = inert(*f)
+	}
+	return r
+}
+
 func (r row) typeName() string {
 	if r.Unsafe {
 		return clip(r.NodeType, 10) + "*"
@@ -156,16 +164,26 @@ var (
 // the msg of a slog text or JSON line, else the line itself.
 func summarizeLog(out []byte) string { return inert(summarize(out)) }
 
-// inert makes a candidate's text safe to print on the operator's terminal:
-// control characters (ESC, BEL, CR, C1 such as the 8-bit CSI) and bytes
-// that are not UTF-8 become '?'.
-func inert(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) {
-			return '?'
+// inert makes a candidate's text safe to print on the operator's terminal.
+func inert(s string) string { return termtext.Field(s) }
+
+// inertArgs makes every text argument of a print inert: strings, errors and
+// Stringers (numbers pass as they are).
+func inertArgs(a []any) []any {
+	out := make([]any, len(a))
+	for i, v := range a {
+		switch x := v.(type) {
+		case string:
+			out[i] = inert(x)
+		case error:
+			out[i] = inert(x.Error())
+		case fmt.Stringer:
+			out[i] = inert(x.String())
+		default:
+			out[i] = v
 		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
+	}
+	return out
 }
 
 func summarize(out []byte) string {

@@ -2,6 +2,8 @@ package demo
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +100,39 @@ func TestLockCluster(t *testing.T) {
 		t.Fatalf("lock after unlock: %v", err)
 	}
 	unlock2()
+}
+
+// TestBuildRowsInert: every field the live table and the summary print is
+// inert, whichever source it came from (admin API, node, container log).
+func TestBuildRowsInert(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	evil := "\x1b]0;pwned\x07\nforged\t\u202e"
+	cands := []wire.Candidate{
+		{CandidateID: "a" + evil, NodeType: "cpu" + evil, State: wire.StateEnded, Reason: "why" + evil, PublicIP: "ip" + evil, InstanceID: "rv" + evil, CreatedAt: t0},
+		{CandidateID: "b", NodeType: "cpu", State: wire.StateRunning, CreatedAt: t0},
+		{CandidateID: "c", NodeType: "cpu", State: wire.StateEnrolled, InstanceID: "rv-c", CreatedAt: t0},
+		{CandidateID: "d", NodeType: "cpu", State: "weird" + evil, CreatedAt: t0},
+	}
+	nodes := []wire.Node{{InstanceID: "rv-c", Ray: wire.RayStatus{State: "exited" + evil}}}
+	ctrs := map[string]container{"b": {State: "dead" + evil, LastLog: "log" + evil}}
+	var b strings.Builder
+	rows := buildRows(cands, nodes, ctrs, nil, t0)
+	renderTable(&b, rows)
+	for _, r := range rows {
+		b.WriteString(strings.Join([]string{r.ID, r.NodeType, r.Instance, r.IP, r.State, r.Step}, " "))
+	}
+	for _, bad := range []string{"\x1b", "\x07", "\nforged", "\t", "\u202e"} {
+		if strings.Contains(b.String(), bad) {
+			t.Errorf("demo output holds %q:\n%q", bad, b.String())
+		}
+	}
+}
+
+// TestInertArgs: say and fail print values from Docker and the admin API
+// (strings, errors, Stringers) inert; numbers are kept for their verbs.
+func TestInertArgs(t *testing.T) {
+	got := fmt.Sprintf("%s %v %s %d %.1f", inertArgs([]any{"a\x1b[2J", errors.New("e\nforged"), time.Duration(1500) * time.Millisecond, 7, 1.25})...)
+	if want := "a?[2J e?forged 1.5s 7 1.2"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

@@ -143,7 +143,7 @@ func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool
 	if bl, err := admin.blocklist(ctx); err == nil && len(bl) > 0 {
 		d.say("\nBlocklist (host ID = container name: all demo containers share this machine)")
 		for _, b := range bl {
-			d.say("  %s  %s until %s: %s", b.HostID, b.Class, b.Until.Format(time.RFC3339), b.Reason)
+			d.say("  %s  %s until %s: %s", inert(b.HostID), inert(b.Class), b.Until.Format(time.RFC3339), inert(b.Reason))
 		}
 	}
 	if ok {
@@ -169,7 +169,7 @@ func (d *demo) showLogs(ctx context.Context, candidateID string) {
 	if len(lines) > 8 {
 		lines = lines[len(lines)-8:]
 	}
-	d.say("\nlast log lines of %s (%s):", candidateID, cs[0].Status)
+	d.say("\nlast log lines of %s (%s):", inert(candidateID), inert(cs[0].Status))
 	for _, l := range lines {
 		d.say("  %s", clip(inert(l), 300))
 	}

@@ -5,17 +5,15 @@ package healthpoll
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/wire"
+	"github.com/rayvast/rayvast/head/guestclient"
 )
 
 // HealthPath is the v1 Health method the head polls.
@@ -44,77 +42,20 @@ func New(cfg Config) *Poller {
 	return &Poller{ca: cfg.CA, timeout: cfg.Timeout}
 }
 
-// Check GETs https://ip:port/prpc/v1/Health with the bearer token, verifying
-// the node cert against the CA with the node's IP as the server name (node
-// certs carry their public IP as an IP SAN). nil only on 200; a 401 is a
-// failure like any other. The error never contains the token.
+// Check GETs https://ip:port/prpc/v1/Health with the bearer token through
+// guestclient (the cluster CA only, the node's IP as the server name). nil
+// only on 200; a 401 is a failure like any other. The error never contains
+// the token.
 func (p *Poller) Check(ctx context.Context, ip string, port int, token string) error {
 	if p.ca == nil {
 		return errors.New("health poll: no cluster CA")
 	}
-	addr := net.JoinHostPort(ip, strconv.Itoa(port))
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+HealthPath, nil)
+	st, _, err := guestclient.Client{CA: p.ca, Timeout: p.timeout}.Get(ctx, ip, port, HealthPath, token)
 	if err != nil {
-		return fmt.Errorf("health poll %s: %w", addr, err)
+		return fmt.Errorf("health poll: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: p.ca, ServerName: ip, MinVersion: tls.VersionTLS12},
-		DisableKeepAlives: true,
-		Proxy:             nil,
-	}}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("health poll %s: %w", addr, stripURL(err))
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health poll %s: status %d", addr, resp.StatusCode)
+	if st != http.StatusOK {
+		return fmt.Errorf("health poll %s: status %d", net.JoinHostPort(ip, strconv.Itoa(port)), st)
 	}
 	return nil
-}
-
-// stripURL drops *url.Error's wrapper text (it holds no token, but keeps
-// errors short and stable).
-func stripURL(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			return inner
-		}
-	}
-	return err
-}
-
-// Streak counts consecutive failed polls of one node and turns them into
-// its health: unhealthy from the threshold-th failure in a row, healthy
-// again at the first success. Not safe for concurrent use (keep one per node
-// under the registry's lock).
-type Streak struct {
-	Threshold int // failure_threshold; <1 means 1
-	failures  int
-	health    string
-}
-
-// Record notes one poll's result and returns the node's health and its
-// consecutive failure count.
-func (s *Streak) Record(err error) (health string, failures int) {
-	if err == nil {
-		s.failures, s.health = 0, wire.HealthHealthy
-		return s.health, 0
-	}
-	s.failures++
-	th := s.Threshold
-	if th < 1 {
-		th = 1
-	}
-	if s.failures >= th {
-		s.health = wire.HealthUnhealthy
-	} else if s.health == "" {
-		s.health = wire.HealthUnknown
-	}
-	return s.health, s.failures
 }

@@ -119,25 +119,3 @@ func TestCheckTimeout(t *testing.T) {
 		t.Errorf("got %v, want a deadline error", err)
 	}
 }
-
-// TestStreak: unhealthy at the threshold-th consecutive failure (401s
-// included), healthy again at the first success.
-func TestStreak(t *testing.T) {
-	fail := errors.New("health poll: status 401")
-	s := Streak{Threshold: 3}
-	steps := []struct {
-		err      error
-		health   string
-		failures int
-	}{
-		{fail, wire.HealthUnknown, 1}, {fail, wire.HealthUnknown, 2}, {fail, wire.HealthUnhealthy, 3},
-		{fail, wire.HealthUnhealthy, 4}, {nil, wire.HealthHealthy, 0}, {fail, wire.HealthHealthy, 1},
-		{fail, wire.HealthHealthy, 2}, {fail, wire.HealthUnhealthy, 3},
-	}
-	for i, st := range steps {
-		h, n := s.Record(st.err)
-		if h != st.health || n != st.failures {
-			t.Errorf("step %d: got %s/%d, want %s/%d", i, h, n, st.health, st.failures)
-		}
-	}
-}

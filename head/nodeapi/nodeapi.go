@@ -28,8 +28,11 @@ type Config struct {
 	CA       *x509.CertPool // the cluster CA only
 	Interval time.Duration  // heartbeat interval told to nodes
 	Metrics  *metrics.Metrics
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Destroy ends a node's candidate at once (through the provider, as a
+	// lost node is): called on a ray_crashloop report. Nil: only logged.
+	Destroy func(candidateID, reason string)
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // Server is the port B handler.
@@ -168,9 +171,26 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.cfg.Metrics.Report()
 	s.cfg.Log.Info("node report", "instance", id, "event", rep.Event, "detail", rep.Detail)
+	if rep.Event == wire.EventRayCrashloop {
+		s.endCrashloop(id)
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// endCrashloop ends a node whose agent gave up on Ray (SPEC §7): at once,
+// not 3 silent intervals later, since the rental is paid by the hour.
+func (s *Server) endCrashloop(instanceID string) {
+	n, ok := s.cfg.Registry.Node(instanceID)
+	if !ok || s.cfg.Destroy == nil {
+		return
+	}
+	s.cfg.Log.Warn("node ray crash loop: ending it", "instance", instanceID, "candidate", n.CandidateID)
+	s.cfg.Destroy(n.CandidateID, ReasonCrashloop)
+}
+
+// ReasonCrashloop is the candidate's reason once a crash loop ended it.
+const ReasonCrashloop = "ray_crashloop"
 
 // HealthToken is the latest health token a node sent.
 func (s *Server) HealthToken(instanceID string) (secret.String, bool) {

@@ -252,3 +252,36 @@ func TestHealthPolls(t *testing.T) {
 		t.Errorf("after a success: %s", n.Health)
 	}
 }
+
+// TestCrashloopEndsAtOnce proves a ray_crashloop report hands the node to
+// Destroy at once (no 3 intervals), while ray_exited and ray_restarted
+// reports do not; the node's next heartbeat is refused once it ended.
+func TestCrashloopEndsAtOnce(t *testing.T) {
+	p := newPortB(t)
+	var mu sync.Mutex
+	var destroyed []string
+	p.srv.cfg.Destroy = func(id, reason string) {
+		mu.Lock()
+		destroyed = append(destroyed, id+":"+reason)
+		mu.Unlock()
+		p.reg.End(id, reason)
+	}
+	c1, cand := p.enroll(t, "i1", "127.0.3.1")
+	for _, ev := range []string{wire.EventRayExited, wire.EventRayRestarted, wire.EventStopping} {
+		if st, body := p.post(t, "127.0.3.1", &c1, "/report", wire.Report{Version: 2, InstanceID: "i1", Event: ev}); st != 204 {
+			t.Fatalf("%s: %d %s", ev, st, body)
+		}
+	}
+	if len(destroyed) != 0 {
+		t.Fatalf("destroyed after exit/restart reports: %v", destroyed)
+	}
+	if st, body := p.post(t, "127.0.3.1", &c1, "/report", wire.Report{Version: 2, InstanceID: "i1", Event: wire.EventRayCrashloop, Detail: "exit code 3 after 5 restarts"}); st != 204 {
+		t.Fatalf("crashloop: %d %s", st, body)
+	}
+	if want := cand.CandidateID + ":" + ReasonCrashloop; len(destroyed) != 1 || destroyed[0] != want {
+		t.Fatalf("destroyed = %v, want [%s]", destroyed, want)
+	}
+	if st, _ := p.post(t, "127.0.3.1", &c1, "/heartbeat", hb("i1")); st != 403 {
+		t.Errorf("heartbeat after the crash loop ended the node: %d, want 403", st)
+	}
+}

@@ -61,6 +61,3 @@ type Options struct {
 	HeadIP   string // the head's IP as the rentals reach it
 	Log      *slog.Logger
 }
-
-// Factory builds a provider.
-type Factory func(Options) (Provider, error)

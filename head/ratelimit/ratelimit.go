@@ -49,24 +49,6 @@ func New(burst int, refillEvery time.Duration, now func() time.Time) *Limiter {
 		m: make(map[string]*list.Element), lru: list.New()}
 }
 
-// Limited reports whether key has used up its refusals: the head answers 429
-// instead of refusing again. A key never noted is not limited.
-func (l *Limiter) Limited(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	el, ok := l.m[key]
-	if !ok {
-		return false
-	}
-	b := el.Value.(*bucket)
-	l.refill(b)
-	if b.tokens >= l.burst { // full again: the same as never seen
-		l.removeLocked(el)
-		return false
-	}
-	return b.tokens == 0
-}
-
 // Refuse counts one refusal against key and reports whether it may be
 // answered normally; false means key is limited (answer 429). The check and
 // the count are one step, so refusals arriving at once from one key get
@@ -92,9 +74,6 @@ func (l *Limiter) Refuse(key string) bool {
 	b.tokens--
 	return true
 }
-
-// Note counts one refusal against key.
-func (l *Limiter) Note(key string) { l.Refuse(key) }
 
 // refill adds the tokens earned since b.last, up to burst.
 func (l *Limiter) refill(b *bucket) {

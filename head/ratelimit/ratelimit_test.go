@@ -15,14 +15,10 @@ type clock = fakeclock.Clock
 
 func newClock() *clock { return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
 
-// refuse is what the head does with one refusal: 429 if limited, else count
-// it and answer 403. It returns true for a normal answer.
+// refuse is what the head does with one refusal: count it, and answer 429
+// if limited, else 403. It returns true for a normal answer.
 func refuse(l *Limiter, key string) bool {
-	if l.Limited(key) {
-		return false
-	}
-	l.Note(key)
-	return true
+	return l.Refuse(key)
 }
 
 // Exactly burst refusals pass, then the key is limited.
@@ -50,13 +46,13 @@ func TestRefill(t *testing.T) {
 	c := newClock()
 	l := New(10, time.Minute, c.Now)
 	for range 10 {
-		l.Note("k")
+		l.Refuse("k")
 	}
-	if !l.Limited("k") {
+	if !l.limited("k") {
 		t.Fatal("not limited after the burst")
 	}
 	c.Add(time.Minute - time.Nanosecond)
-	if !l.Limited("k") {
+	if !l.limited("k") {
 		t.Fatal("a token came back before the period was over")
 	}
 	c.Add(time.Nanosecond)
@@ -93,12 +89,12 @@ func TestRefill(t *testing.T) {
 func TestKeysIndependent(t *testing.T) {
 	l := New(10, time.Minute, newClock().Now)
 	for range 10 {
-		l.Note("a")
+		l.Refuse("a")
 	}
-	if !l.Limited("a") {
+	if !l.limited("a") {
 		t.Fatal("a not limited")
 	}
-	if l.Limited("b") {
+	if l.limited("b") {
 		t.Fatal("b limited by a's refusals")
 	}
 	for i := range 10 {
@@ -112,10 +108,10 @@ func TestKeysIndependent(t *testing.T) {
 func TestClockBackwards(t *testing.T) {
 	c := newClock()
 	l := New(2, time.Minute, c.Now)
-	l.Note("k")
-	l.Note("k")
+	l.Refuse("k")
+	l.Refuse("k")
 	c.Add(-time.Hour)
-	if !l.Limited("k") {
+	if !l.limited("k") {
 		t.Fatal("a backwards step refilled the bucket")
 	}
 }
@@ -125,7 +121,7 @@ func TestClockBackwards(t *testing.T) {
 func TestMemoryBound(t *testing.T) {
 	l := New(10, time.Minute, newClock().Now)
 	for i := range 100_000 {
-		l.Note("10.0." + strconv.Itoa(i))
+		l.Refuse("10.0." + strconv.Itoa(i))
 		if n := l.tracked(); n > DefaultMaxKeys {
 			t.Fatalf("after %d keys %d are tracked, cap %d", i+1, n, DefaultMaxKeys)
 		}
@@ -134,9 +130,9 @@ func TestMemoryBound(t *testing.T) {
 		t.Fatalf("tracked %d (lru %d), want %d", n, lru, DefaultMaxKeys)
 	}
 	for range 9 {
-		l.Note("10.0.99999")
+		l.Refuse("10.0.99999")
 	}
-	if !l.Limited("10.0.99999") {
+	if !l.limited("10.0.99999") {
 		t.Fatal("the most recent key was evicted")
 	}
 }
@@ -146,9 +142,9 @@ func TestMemoryBound(t *testing.T) {
 func TestFullBucketsDropped(t *testing.T) {
 	c := newClock()
 	l := New(10, time.Minute, c.Now)
-	l.Note("k")
+	l.Refuse("k")
 	c.Add(time.Minute)
-	if l.Limited("k") {
+	if l.limited("k") {
 		t.Fatal("limited after refill")
 	}
 	if n := l.tracked(); n != 0 {
@@ -178,14 +174,14 @@ func TestEvictsLeastRecent(t *testing.T) {
 	l := New(2, time.Minute, newClock().Now)
 	l.maxKeys = 3
 	for _, k := range []string{"a", "b", "c"} {
-		l.Note(k)
+		l.Refuse(k)
 	}
-	l.Note("a") // a is now limited and the most recent
-	l.Note("d") // evicts b
+	l.Refuse("a") // a is now limited and the most recent
+	l.Refuse("d") // evicts b
 	if _, ok := l.m["b"]; ok {
 		t.Fatal("b, the least recently noted, was kept")
 	}
-	if !l.Limited("a") {
+	if !l.limited("a") {
 		t.Fatal("a was evicted instead of b")
 	}
 	if n := l.tracked(); n != 3 {
@@ -214,7 +210,7 @@ func TestRefuseAtomic(t *testing.T) {
 		if got := ok.Load(); got != 10 {
 			t.Fatalf("%d refusals answered normally, want exactly 10", got)
 		}
-		if !l.Limited("k") {
+		if !l.limited("k") {
 			t.Fatal("not limited after the burst")
 		}
 	}

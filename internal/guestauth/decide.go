@@ -75,6 +75,7 @@ const (
 	BlockProcesses Block = "processes" // guest:containers
 	BlockLogs      Block = "logs"      // guest:logs AND public_logs
 	BlockSysinfo   Block = "sysinfo"   // guest:metrics AND public_sysinfo
+	BlockGPUs      Block = "gpus"      // as sysinfo: guest:metrics AND public_sysinfo
 )
 
 // Visible reports whether a dashboard block may be rendered (and so whether
@@ -87,7 +88,7 @@ func Visible(b Block, granted Scopes, sw Switches) bool {
 		return granted.Has(ScopeContainers)
 	case BlockLogs:
 		return granted.Has(ScopeLogs) && sw.PublicLogs
-	case BlockSysinfo:
+	case BlockSysinfo, BlockGPUs:
 		return granted.Has(ScopeMetrics) && sw.PublicSysinfo
 	}
 	return false

@@ -96,6 +96,10 @@ type Config struct {
 	GuestAPI  GuestAPIPolicy      `json:"guest_api"`
 	// Provider names the built-in provider and its settings (head up).
 	Provider *ProviderConfig `json:"provider,omitempty"`
+	// PublicLogs puts RAYVAST_PUBLIC_LOGS=1 in the rental env of new
+	// candidates, so their guest API serves /logs (to guest:logs tokens:
+	// `head logs`). Off by default: a node's logs may hold what its jobs print.
+	PublicLogs bool `json:"public_logs,omitempty"`
 	// MaxDPHTotal caps the cluster's $/hour, spares included; 0 = no cap.
 	MaxDPHTotal float64 `json:"max_dph_total,omitempty"`
 	// Optional knobs beyond the SPEC's names; zero means the default.

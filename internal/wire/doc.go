@@ -13,8 +13,8 @@
 //	   ray_restarted and ray_crashloop; an enrollment retry with the same
 //	   token and port_key is answered (SPEC §6 step 2). Config gains
 //	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
-//	   provider and max_dph_total; the docker provider block hairpin and
-//	   per_ip.
+//	   provider, max_dph_total and public_logs; the docker provider block
+//	   hairpin and per_ip.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -44,6 +44,12 @@ const (
 	EnvPublicTCBInfo   = "RAYVAST_PUBLIC_TCBINFO"
 	EnvPython          = "RAYVAST_PYTHON"
 	EnvState           = "RAYVAST_STATE"
+
+	// Optional knobs of the agent's Ray restart policy (SPEC §9); the
+	// agent's defaults apply when unset.
+	EnvRayMaxRestarts   = "RAYVAST_RAY_MAX_RESTARTS"   // restarts allowed in the window
+	EnvRayRestartWindow = "RAYVAST_RAY_RESTART_WINDOW" // Go duration, e.g. 10m
+	EnvRayRestartDelay  = "RAYVAST_RAY_RESTART_DELAY"  // first backoff, doubling
 
 	// Set by vast itself; the RAYVAST_ names above win over these.
 	EnvVastContainerID = "CONTAINER_ID"

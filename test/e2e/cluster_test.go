@@ -49,6 +49,7 @@ type cluster struct {
 	head    *exec.Cmd
 	done    chan struct{}
 	headLog *lockedBuffer
+	printed *lockedBuffer // what head commands run by the test printed
 	admin   *http.Client
 }
 
@@ -65,7 +66,7 @@ func newCluster(t testing.TB, provider string) *cluster {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	c := &cluster{t: t, name: name, dir: t.TempDir(), provider: provider, headLog: &lockedBuffer{}}
+	c := &cluster{t: t, name: name, dir: t.TempDir(), provider: provider, headLog: &lockedBuffer{}, printed: &lockedBuffer{}}
 	t.Cleanup(func() {
 		c.stopHead()
 		if t.Failed() {

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +30,10 @@ import (
 //     `docker logs`, in Ray's environment, or in the head's log;
 //  5. the head restarts: both nodes keep heartbeating;
 //  6. a container is killed: its node becomes `lost`;
-//  7. `docker stop` of the other: Ray gets SIGTERM and its exit code is the
-//     container's.
+//  7. Ray killed inside the other node is started again within seconds, and
+//     the head and `head status` show restarts 1;
+//  8. `docker stop` of it: the restarted Ray gets SIGTERM and its exit code
+//     is the container's.
 func TestClusterLife(t *testing.T) {
 	c := newCluster(t, "docker")
 	ctx := context.Background()
@@ -118,6 +125,22 @@ func TestClusterLife(t *testing.T) {
 	})
 
 	// 7.
+	killRay(t, stopped)
+	killedAt := time.Now()
+	waitFor(t, 30*time.Second, "Ray restarted in "+stopped, func() (bool, string) {
+		n, ok := c.node(stopped)
+		return ok && n.Ray.Restarts == 1 && n.Ray.State == wire.RayRunning, fmt.Sprintf("%+v", n)
+	})
+	t.Logf("step 7: Ray killed in %s was running again, restarts 1 at the head, after %s", stopped, time.Since(killedAt).Round(100*time.Millisecond))
+	status, err := exec.Command(suite.head, "status", "--state", c.state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("head status: %v\n%s", err, status)
+	}
+	if !statusShowsRestarts(string(status), stopped, 1) {
+		t.Errorf("head status does not show restarts 1 for %s:\n%s", stopped, status)
+	}
+
+	// 8.
 	exit := make(chan error, 1)
 	var code int
 	go func() {
@@ -140,6 +163,48 @@ func TestClusterLife(t *testing.T) {
 		t.Errorf("the stand-in Ray recorded signal %v, want SIGTERM (15)", rec["signal"])
 	}
 	t.Logf("done after %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// killRay SIGKILLs the Ray of a node container from the host: the agent is
+// the container's PID 1 (State.Pid on the host), Ray its one child.
+func killRay(t *testing.T, container string) {
+	t.Helper()
+	info, err := suite.eng.InspectContainer(context.Background(), container)
+	if err != nil || info.State.Pid == 0 {
+		t.Fatalf("inspect %s: pid %d, %v", container, info.State.Pid, err)
+	}
+	// Children are listed per thread, and the supervisor forks from a
+	// thread of its own.
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", info.State.Pid))
+	var f []string
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		f = append(f, strings.Fields(string(b))...)
+	}
+	if err != nil || len(f) != 1 {
+		t.Fatalf("the agent (host pid %d) has children %q (%v), want Ray alone", info.State.Pid, f, err)
+	}
+	ray, _ := strconv.Atoi(f[0])
+	if err := syscall.Kill(ray, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill ray %d: %v", ray, err)
+	}
+}
+
+// statusShowsRestarts finds the node's row in `head status` and reads it
+// at the RESTARTS header's offset (tabwriter aligns columns; headers such
+// as "PUBLIC IP" hold spaces, so fields cannot be counted).
+func statusShowsRestarts(out, instance string, want int) bool {
+	col := -1
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "NODE ") {
+			col = strings.Index(l, "RESTARTS")
+		}
+		if col >= 0 && strings.HasPrefix(l, instance+" ") && len(l) > col {
+			f := strings.Fields(l[col:])
+			return len(f) > 0 && f[0] == strconv.Itoa(want)
+		}
+	}
+	return false
 }
 
 // checkNoSecrets: vast shows env and command publicly, serves logs at a

@@ -37,6 +37,10 @@ var clusterPrefix = clusterBase + strconv.Itoa(os.Getpid()) + "-"
 // image), so `docker stop` can show the code crossing agent and container.
 const rayExitCode = 42
 
+// The stand-in Ray prints a tick line this often (baked into the image), so
+// `head logs --follow` has new lines to show.
+const fakerayTickS = 1
+
 var suite struct {
 	repo      string // repo root
 	binDir    string
@@ -141,7 +145,7 @@ func setup() (skip string, err error) {
 	suite.image, err = docker.BuildImage(ctx, docker.ImageConfig{
 		Engine:     suite.eng,
 		FakerayDir: filepath.Join(repo, "test", "fakeray"),
-		Env:        []string{fmt.Sprintf("FAKERAY_EXIT_CODE=%d", rayExitCode)},
+		Env:        []string{fmt.Sprintf("FAKERAY_EXIT_CODE=%d", rayExitCode), fmt.Sprintf("FAKERAY_TICK_S=%d", fakerayTickS)},
 	})
 	if err != nil {
 		return "", fmt.Errorf("build image: %w", err)

@@ -1,0 +1,96 @@
+package nodeview
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+func fixture() ([]wire.Candidate, []wire.Node) {
+	cands := []wire.Candidate{
+		{CandidateID: "c-aa11", InstanceID: "9001", State: wire.StateEnrolled},
+		{CandidateID: "c-aa22", InstanceID: "9002", State: wire.StateEnded, Reason: wire.ReasonGPUCount},
+		{CandidateID: "c-bb33", State: wire.StatePending},
+	}
+	nodes := []wire.Node{{InstanceID: "9001", CandidateID: "c-aa11", State: wire.StateEnrolled}}
+	return cands, nodes
+}
+
+// TestResolve proves NODE names an instance or candidate ID, exactly or by
+// a unique prefix, and that unknown and ambiguous names say what matched.
+func TestResolve(t *testing.T) {
+	cands, nodes := fixture()
+	for _, c := range []struct{ name, want, err string }{
+		{"9001", "9001", ""},
+		{"c-aa11", "9001", ""},
+		{"c-aa2", "9002", ""},
+		{"c-bb", "c-bb33", ""},
+		{"900", "", `"900" matches 2: candidate c-aa11 (instance 9001), candidate c-aa22 (instance 9002)`},
+		{"c-aa", "", "matches 2"},
+		{"zzz", "", `no candidate or node matches "zzz" (3 candidates, 1 nodes`},
+		{"", "", "empty"},
+	} {
+		m, err := Resolve(cands, nodes, c.name)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Resolve(%q) error = %v, want it to contain %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Resolve(%q): %v", c.name, err)
+			continue
+		}
+		if got := m.ID(); got != c.want {
+			t.Errorf("Resolve(%q) = %s, want %s", c.name, got, c.want)
+		}
+	}
+	m, _ := Resolve(cands, nodes, "9001")
+	if m.Node == nil || m.Candidate == nil {
+		t.Errorf("enrolled match lacks its node or candidate: %+v", m)
+	}
+}
+
+// TestResolveExactBeatsPrefix: an ID that is also a prefix of another names
+// itself.
+func TestResolveExactBeatsPrefix(t *testing.T) {
+	cands := []wire.Candidate{{CandidateID: "c1", InstanceID: "77"}, {CandidateID: "c2", InstanceID: "770"}}
+	m, err := Resolve(cands, nil, "77")
+	if err != nil || m.Candidate.CandidateID != "c1" {
+		t.Fatalf("Resolve(77) = %+v, %v; want c1", m, err)
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"a\nb\nc\n", 2, "b\nc\n"},
+		{"a\nb\nc", 2, "b\nc\n"},
+		{"a\nb\nc\n", 5, "a\nb\nc\n"},
+		{"a\nb\nc\n", 0, "a\nb\nc\n"},
+		{"", 3, ""},
+	} {
+		if got := string(LastLines([]byte(c.in), c.n)); got != c.want {
+			t.Errorf("LastLines(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func TestNewSince(t *testing.T) {
+	long := strings.Repeat("line of a long log\n", 400)
+	for _, c := range []struct{ prev, cur, want string }{
+		{"", "a\n", "a\n"},
+		{"a\n", "a\na\n", "a\n"},            // repeated lines: the prefix rule, not a search
+		{"x\n" + long, long + "z\n", "z\n"}, // the window slid past x
+		{"x\ny\n", "other\n", "other\n"},    // replaced log
+		{"a\nb\n", "a\nb\n", ""},            // nothing new
+	} {
+		if got := string(NewSince([]byte(c.prev), []byte(c.cur))); got != c.want {
+			t.Errorf("NewSince(%q, %q) = %q, want %q", c.prev, c.cur, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// TestStatusInert proves every field `head status` prints is inert: text
+// from a provider or the admin API (host_id, reason, node type, IDs) cannot
+// move the cursor, retitle the terminal, or forge a row or a column.
+func TestStatusInert(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	evil := "x\x1b[2J\x1b]0;pwned\x07\nc-forged\tenrolled\r\u202e"
+	var b bytes.Buffer
+	printStatus(&b, []wire.Candidate{{CandidateID: "c-1" + evil, NodeType: "a100" + evil, InstanceID: "i-1" + evil, PublicIP: "203.0.113.7" + evil,
+		HostID: "host" + evil, State: wire.StateRunning + evil, Reason: "why" + evil, CreatedAt: now}},
+		[]wire.Node{{InstanceID: "i-1" + evil, NodeType: "a100" + evil, PublicIP: "203.0.113.7" + evil, State: wire.StateEnrolled + evil,
+			EnrolledAt: now, Health: wire.HealthHealthy + evil, Ray: wire.RayStatus{State: wire.RayRunning + evil, Restarts: 2}}}, now)
+	got := b.String()
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\t", "\u202e", "\nc-forged"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("status output holds %q:\n%q", bad, got)
+		}
+	}
+	if lines := strings.Count(got, "\n"); lines != 5 {
+		t.Errorf("status printed %d lines, want 5 (two headers, two rows, a blank):\n%s", lines, got)
+	}
+	if !strings.Contains(got, "hostx?[2J?]0;pwned??c-forged?enrolled??") {
+		t.Errorf("host_id not shown inert:\n%s", got)
+	}
+}
+
+// TestStatusRestarts proves the node table shows Ray's restart count.
+func TestStatusRestarts(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	printStatus(&b, nil, []wire.Node{{InstanceID: "i-1", NodeType: "a100", PublicIP: "203.0.113.7", State: wire.StateEnrolled,
+		EnrolledAt: now, Health: wire.HealthHealthy, Ray: wire.RayStatus{State: wire.RayRunning, Restarts: 3}}}, now)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	head, row := strings.Fields(lines[len(lines)-2]), strings.Fields(lines[len(lines)-1])
+	i := strings.Index(strings.Join(head, " "), "RESTARTS")
+	if i < 0 || len(row) < 7 || row[6] != "3" {
+		t.Errorf("RESTARTS column: header %q row %q, want 3 under RESTARTS", head, row)
+	}
+}
