@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,11 @@ for i, l in enumerate(lines):
     if "/32 host LOCAL" in l:
         local.add(lines[i-1].split()[-1])
 print("local=" + ",".join(sorted(local)), flush=True)
+try:
+    socket.socket().bind((pub, ports[1]))
+    print("bind_public=ok", flush=True)
+except OSError as e:
+    print("bind_public=" + str(e.errno), flush=True)
 host, port = os.environ["TEST_HEAD"].rsplit(":", 1)
 c = socket.create_connection((host, int(port)), 5)
 c.sendall((me + "\n").encode())
@@ -196,7 +202,7 @@ func (r *netRig) output(t *testing.T, instance string) map[string]string {
 
 // TestVastNetwork rents real containers and checks vast's network from
 // inside and outside, hairpin off and on: the public IP is on none of the
-// container's interfaces; this machine reaches public IP:port (first and
+// container's interfaces (a bind to it fails with EADDRNOTAVAIL); this machine reaches public IP:port (first and
 // last of the 64) and gets the container, and nothing on a port that is not
 // the candidate's; the candidate's connection to the head (through the
 // head's firewall, which allows only the public IP) and its who-am-I query
@@ -229,6 +235,9 @@ func TestVastNetwork(t *testing.T) {
 			local := strings.Split(kv["local"], ",")
 			if len(local) == 0 || strings.Contains(","+kv["local"]+",", ","+rt.PublicIP+",") {
 				t.Errorf("container's own addresses %v: the public IP %s must be on none", local, rt.PublicIP)
+			}
+			if kv["bind_public"] != strconv.Itoa(int(syscall.EADDRNOTAVAIL)) {
+				t.Errorf("bind to the public IP inside: %q, want errno EADDRNOTAVAIL (%d), as Ray's agents get on vast", kv["bind_public"], syscall.EADDRNOTAVAIL)
 			}
 			if kv["whoami"] != rt.PublicIP {
 				t.Errorf("who-am-I from inside = %q, want the public IP %s", kv["whoami"], rt.PublicIP)
