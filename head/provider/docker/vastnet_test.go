@@ -202,13 +202,13 @@ func (r *netRig) output(t *testing.T, instance string) map[string]string {
 
 // TestVastNetwork rents real containers and checks vast's network from
 // inside and outside, hairpin off and on: the public IP is on none of the
-// container's interfaces (a bind to it fails with EADDRNOTAVAIL); this machine reaches public IP:port (first and
-// last of the 64) and gets the container, and nothing on a port that is not
-// the candidate's; the candidate's connection to the head (through the
-// head's firewall, which allows only the public IP) and its who-am-I query
-// arrive from the public IP; its connection to its own public IP:port
-// reaches itself (from its public IP) only with hairpin on, and is refused
-// without.
+// container's interfaces (a bind to it fails with EADDRNOTAVAIL); this
+// machine reaches public IP:port (first and last of the 64) and gets the
+// container, and nothing on a port that is not the candidate's; the
+// candidate's connection to the head (through the head's firewall, which
+// allows only the public IP) and its who-am-I query arrive from the public
+// IP; its connection to its own public IP:port reaches itself (from its
+// public IP) only with hairpin on, and is refused without.
 func TestVastNetwork(t *testing.T) {
 	for _, hairpin := range []bool{false, true} {
 		t.Run("hairpin="+strconv.FormatBool(hairpin), func(t *testing.T) {
