@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // runDown ends the cluster: every candidate through the running head, every
@@ -50,6 +51,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cluster := st.Cluster
+	var provCfg *wire.ProviderConfig // the config's provider block, if any
 	if *cfgPath != "" {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
@@ -59,6 +61,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cfg.Cluster != "" {
 			cluster = cfg.Cluster
 		}
+		provCfg = cfg.Provider
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	dc := reconcile.DownConfig{StateDir: st.Dir, Log: log,
@@ -74,7 +77,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		dc.Rentals = r
 	} else {
-		p, err := newProvider(*prov, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
+		p, err := newProvider(*prov, provCfg, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
 		if err != nil {
 			fmt.Fprintf(stderr, "head down: %v\n", err)
 			return 1

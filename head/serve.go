@@ -160,7 +160,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		return err
 	}
 	block := blocklist.New(time.Now)
-	prov, err := newProvider(f.provider, block, provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
+	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		defer prov.Close()
 	}
 	driver := rentals.New(rentals.Config{Provider: prov, Registry: reg, Blocklist: block, NodeTypes: cfg.NodeTypes,
-		Command: command, Log: log.With("part", "rentals")})
+		Command: command, MaxDPHTotal: cfg.MaxDPHTotal, Log: log.With("part", "rentals")})
 	defer driver.Close()
 	if err := driver.Reattach(ctx); err != nil {
 		return err
@@ -212,8 +212,9 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	if prov != nil {
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: adm.Handler(), End: driver.End, Rentals: prov,
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{portA, portB},
-			Firewall: f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
-			Log:      log.With("part", "reconcile")})
+			Firewall:    f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
+			MaxDPHTotal: cfg.MaxDPHTotal,
+			Log:         log.With("part", "reconcile")})
 		if err != nil {
 			lnA.Close()
 			lnB.Close()
@@ -300,14 +301,23 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 }
 
 // newProvider builds the built-in provider; nil for "none". Providers read
-// their own knobs from the environment (see their packages).
-func newProvider(name string, block *blocklist.List, o provider.Options) (provider.Provider, error) {
+// their own knobs from the environment (see their packages); vast takes the
+// config's provider block when it has one of kind vast, else the
+// RAYVAST_VAST_CONFIG file.
+func newProvider(name string, pc *wire.ProviderConfig, block *blocklist.List, o provider.Options) (provider.Provider, error) {
 	switch name {
 	case "none", "":
 		return nil, nil
 	case "docker":
 		return docker.New(o) // its errors say "docker provider: …"
 	case "vast":
+		if pc != nil && pc.Kind == "vast" {
+			p, err := vast.NewFromSettings(o, block, *pc)
+			if err != nil {
+				return nil, err // not a typed nil in the interface
+			}
+			return p, nil
+		}
 		return vast.New(o, block) // its errors say "vast provider: …"
 	default:
 		return nil, fmt.Errorf("--provider %s: want none, docker or vast", strconv.Quote(name))

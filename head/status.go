@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
+	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -55,9 +57,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func printStatus(w io.Writer, cands []wire.Candidate, nodes []wire.Node, now time.Time) {
 	age := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tAGE\tREASON")
+	fmt.Fprintln(tw, "CANDIDATE\tTYPE\tINSTANCE\tPUBLIC IP\tHOST\tSTATE\tAGE\t$/H\tCOST\tREASON")
 	for _, x := range cands {
-		row(tw, x.CandidateID, x.NodeType, x.InstanceID, x.PublicIP, x.HostID, x.State, age(x.CreatedAt), x.Reason)
+		row(tw, x.CandidateID, x.NodeType, x.InstanceID, x.PublicIP, x.HostID, x.State, age(x.CreatedAt),
+			dollars(x.DPHTotal, 3), dollars(metrics.Cost(x, now), 4), x.Reason)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "NODE\tTYPE\tPUBLIC IP\tSTATE\tAGE\tRAY\tRESTARTS\tHEALTH\tLAST HEARTBEAT")
@@ -69,6 +72,35 @@ func printStatus(w io.Writer, cands []wire.Candidate, nodes []wire.Node, now tim
 		row(tw, n.InstanceID, n.NodeType, n.PublicIP, n.State, age(n.EnrolledAt), n.Ray.State, strconv.Itoa(n.Ray.Restarts), n.Health, hb)
 	}
 	tw.Flush()
+	if m := metrics.Spending(cands, now); m.ClusterDPH > 0 || m.Spend > 0 {
+		printMoney(w, m) // a free (docker) cluster has no cost line
+	}
+}
+
+// printMoney writes the cluster's $/hour, per node type, and the spend so
+// far (failed candidates' rentals included).
+func printMoney(w io.Writer, m metrics.Money) {
+	fmt.Fprintf(w, "\nCOST  cluster $%.3f/h", m.ClusterDPH)
+	for _, n := range sortedTypes(m.NodeTypeDPH) {
+		fmt.Fprintf(w, "  %s $%.3f/h", termtext.Field(n), m.NodeTypeDPH[n])
+	}
+	fmt.Fprintf(w, "  spent so far $%.4f\n", m.Spend)
+}
+
+func sortedTypes(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func dollars(v float64, prec int) string {
+	if v == 0 {
+		return "-"
+	}
+	return "$" + strconv.FormatFloat(v, 'f', prec, 64)
 }
 
 // row prints one table row. Every field may come from a provider, the admin

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -25,6 +26,9 @@ const (
 
 // Metrics is safe for concurrent use. The zero value is ready.
 type Metrics struct {
+	// Now dates the spend gauge (default time.Now).
+	Now func() time.Time
+
 	mu          sync.Mutex
 	enrollments map[string]uint64 // outcome
 	rejections  map[string]uint64 // reason
@@ -106,6 +110,7 @@ func (m *Metrics) Write(w io.Writer, cands []wire.Candidate, nodes []wire.Node) 
 	for _, h := range []string{wire.HealthUnknown, wire.HealthHealthy, wire.HealthUnhealthy} {
 		fmt.Fprintf(&b, "rayvast_nodes_health{health=%q} %d\n", h, hs[h])
 	}
+	writeMoney(&b, cands, m.now())
 	m.mu.Lock()
 	header(&b, "rayvast_enrollments_total", "counter", "POST /enroll requests by outcome.")
 	writeMap(&b, "rayvast_enrollments_total", "outcome", m.enrollments)
@@ -144,4 +149,31 @@ func writeMap(b *strings.Builder, name, label string, m map[string]uint64) {
 	for _, k := range keys {
 		fmt.Fprintf(b, "%s{%s=%q} %d\n", name, label, k, m[k])
 	}
+}
+
+func (m *Metrics) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// writeMoney prints $/hour per billing rental, per node type and for the
+// cluster, and the spend so far (ended candidates included).
+func writeMoney(b *strings.Builder, cands []wire.Candidate, now time.Time) {
+	money := Spending(cands, now)
+	header(b, "rayvast_rental_dph", "gauge", "$/hour of each billing rental.")
+	for _, c := range cands {
+		if Billing(c) {
+			fmt.Fprintf(b, "rayvast_rental_dph{candidate_id=%q,instance_id=%q,node_type=%q,state=%q} %g\n", c.CandidateID, c.InstanceID, c.NodeType, c.State, c.DPHTotal)
+		}
+	}
+	header(b, "rayvast_node_type_dph", "gauge", "$/hour of the billing rentals of each node type.")
+	for _, n := range sortedKeys(money.NodeTypeDPH) {
+		fmt.Fprintf(b, "rayvast_node_type_dph{node_type=%q} %g\n", n, money.NodeTypeDPH[n])
+	}
+	header(b, "rayvast_cluster_dph", "gauge", "$/hour of every billing rental of the cluster.")
+	fmt.Fprintf(b, "rayvast_cluster_dph %g\n", money.ClusterDPH)
+	header(b, "rayvast_spend_dollars", "gauge", "Dollars spent so far on every candidate the registry holds, failed ones included.")
+	fmt.Fprintf(b, "rayvast_spend_dollars %.6f\n", money.Spend)
 }

@@ -25,6 +25,9 @@ type RentRequest struct {
 	// Unsafe keeps NET_RAW in the container: only `head demo` sets it, to show
 	// a refusal. Providers that cannot honour it ignore it.
 	Unsafe bool
+	// MaxDPH caps this rental's $/hour (what the cluster's max_dph_total
+	// leaves); 0 = no cap. Providers that do not charge ignore it.
+	MaxDPH float64
 }
 
 // Rental is what the provider knows of one instance.
@@ -34,6 +37,7 @@ type Rental struct {
 	HostID      string // the machine, for the blocklist
 	PublicIP    string // empty until the instance runs
 	Running     bool
+	DPHTotal    float64 // $/hour the provider charges for it (0: free or unknown)
 }
 
 // Provider rents and ends instances.

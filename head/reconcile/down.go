@@ -117,6 +117,12 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 			break // the head stopped meanwhile (or its time is up): the provider finishes the job
 		}
 	}
+	if cfg.Rentals != nil && rep.HeadRunning && endErr == nil {
+		// The running head destroys its ended candidates' rentals itself;
+		// destroying them from here too would halve the pace (the
+		// provider's API limits destroys per account, vast to one per 3 s).
+		waitHeadDestroys(endCtx, cfg)
+	}
 	if cfg.Rentals != nil {
 		for {
 			rs, err := cfg.Rentals.List(ctx)
@@ -144,6 +150,32 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 		}
 	}
 	return rep, endErr
+}
+
+// stallPolls is how many polls the down process waits without a rental
+// going away before it destroys the rest itself (10 s at the default 2 s:
+// more than vast's 3 s between destroys).
+const stallPolls = 5
+
+// waitHeadDestroys lists the rentals until none is left, the head makes no
+// progress for stallPolls polls, or ctx ends.
+func waitHeadDestroys(ctx context.Context, cfg DownConfig) {
+	last, still := -1, 0
+	for {
+		rs, err := cfg.Rentals.List(ctx)
+		if err != nil || len(rs) == 0 {
+			return
+		}
+		if len(rs) != last {
+			last, still = len(rs), 0
+		} else if still++; still >= stallPolls {
+			cfg.Log.Warn("head down: the head destroys no more rentals; destroying them here", "left", len(rs))
+			return
+		}
+		if ctxsleep.Sleep(ctx, cfg.Poll) != nil {
+			return
+		}
+	}
 }
 
 func liveState(s string) bool {

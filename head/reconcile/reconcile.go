@@ -20,7 +20,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -59,7 +61,7 @@ const (
 // notFailures are end reasons that say nothing bad about renting (no_slot:
 // a healthy candidate that came when every slot was taken).
 var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true, ReasonSpareUnneeded: true,
-	wire.ReasonNoSlot: true}
+	wire.ReasonNoSlot: true, rentals.ReasonOverBudget: true}
 
 // Config builds a Loop.
 type Config struct {
@@ -87,6 +89,10 @@ type Config struct {
 	// SweepEvery spaces the leak sweeps (one List call at the provider),
 	// default 30 s; at down every tick sweeps.
 	SweepEvery time.Duration
+	// MaxDPHTotal is the config's max_dph_total: no candidate is created
+	// while the live rentals cost that much (the driver caps each rental
+	// at what is left). 0 = no cap.
+	MaxDPHTotal float64
 	// DownFile, when it exists, means `head down`: end everything.
 	DownFile string
 	Now      func() time.Time
@@ -285,6 +291,9 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 			if l.pause(n, t.failedLong) {
 				want = 0 // in-flight candidates are kept: one may be the one that works
 			}
+			if l.atBudget(cands) {
+				want = 0
+			}
 			for i := len(t.inflight); i < want; i++ {
 				c, err := l.cfg.Cluster.Create(ctx, n)
 				if err != nil {
@@ -342,6 +351,11 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		res.Allowed = ips
 	}
 	return res, errors.Join(errs...)
+}
+
+// atBudget reports whether the live rentals cost max_dph_total already.
+func (l *Loop) atBudget(cands []wire.Candidate) bool {
+	return l.cfg.MaxDPHTotal > 0 && metrics.LiveDPH(cands) >= l.cfg.MaxDPHTotal-0.0005
 }
 
 // pause reports whether renting of node type n is paused for failed

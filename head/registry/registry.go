@@ -229,6 +229,9 @@ func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, erro
 			return wire.Candidate{}, fmt.Errorf("%w: public_ip is not an IP literal", ErrInvalid)
 		}
 	}
+	if !(p.DPHTotal >= 0 && p.DPHTotal < 1000) { // NaN fails both
+		return wire.Candidate{}, fmt.Errorf("%w: dph_total must be 0-1000 $/h", ErrInvalid)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.candidates[id]
@@ -261,6 +264,13 @@ func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, erro
 	}
 	if p.HostID != "" {
 		c.HostID = p.HostID
+	}
+	if p.DPHTotal > 0 {
+		c.DPHTotal = p.DPHTotal
+	}
+	if c.InstanceID != "" && c.RentedAt == nil {
+		t := r.cfg.Now().UTC()
+		c.RentedAt = &t // billing starts: the cost of the candidate counts from here
 	}
 	if c.State == wire.StatePending || c.State == wire.StateRented || c.State == wire.StateRunning {
 		c.State = rentalState(c)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/blocklist"
+	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -28,12 +29,21 @@ type Config struct {
 	NodeTypes map[string]wire.NodeType
 	Command   string        // the rental's command: bootloader.sh's text
 	PollEvery time.Duration // how often to ask for a public IP; default 2 s
-	Log       *slog.Logger
+	// MaxDPHTotal caps the $/hour of every live rental, spares included
+	// (the config's max_dph_total); 0 = no cap. Rents run one at a time
+	// under a cap, each capped at what the others leave.
+	MaxDPHTotal float64
+	Log         *slog.Logger
 }
+
+// ReasonOverBudget ends a candidate whose rental would take the cluster
+// over max_dph_total.
+const ReasonOverBudget = "over_budget"
 
 // Driver is safe for concurrent use.
 type Driver struct {
 	cfg    Config
+	budget sync.Mutex // held by a Rent under MaxDPHTotal until its price is recorded
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -77,9 +87,20 @@ func (d *Driver) Rent(c wire.Candidate, env map[string]string) {
 
 func (d *Driver) rent(c wire.Candidate, env map[string]string) {
 	log := d.cfg.Log.With("candidate", c.CandidateID)
+	left := 0.0
+	if d.cfg.MaxDPHTotal > 0 {
+		d.budget.Lock()
+		defer d.budget.Unlock()
+		left = d.cfg.MaxDPHTotal - metrics.LiveDPH(d.cfg.Registry.Candidates())
+		if left < 0.0005 {
+			log.Warn("not renting: the cluster is at its budget", "max_dph_total", d.cfg.MaxDPHTotal, "left_dph", left)
+			d.cfg.Registry.End(c.CandidateID, ReasonOverBudget)
+			return
+		}
+	}
 	r, err := d.cfg.Provider.Rent(d.ctx, provider.RentRequest{
 		CandidateID: c.CandidateID, NodeType: c.NodeType, GPUs: d.cfg.NodeTypes[c.NodeType].GPUs,
-		Env: env, Command: d.cfg.Command,
+		Env: env, Command: d.cfg.Command, MaxDPH: left,
 	})
 	if err != nil {
 		// A provider's error may quote the request (an API echoing a bad
@@ -88,12 +109,18 @@ func (d *Driver) rent(c wire.Candidate, env map[string]string) {
 		d.cfg.Registry.End(c.CandidateID, "rent_failed")
 		return
 	}
-	log = log.With("instance", r.InstanceID, "host", r.HostID)
+	log = log.With("instance", r.InstanceID, "host", r.HostID, "dph_total", r.DPHTotal)
 	log.Info("rented")
-	if _, err := d.cfg.Registry.Patch(c.CandidateID, wire.CandidatePatch{InstanceID: r.InstanceID, HostID: r.HostID}); err != nil {
+	if _, err := d.cfg.Registry.Patch(c.CandidateID, wire.CandidatePatch{InstanceID: r.InstanceID, HostID: r.HostID, DPHTotal: r.DPHTotal}); err != nil {
 		// Ended meanwhile (DELETE during Rent): end the rental too.
 		log.Warn("candidate gone while renting", "err", err)
 		d.destroyInstance(r.InstanceID, log)
+		return
+	}
+	if d.cfg.MaxDPHTotal > 0 && r.DPHTotal > left+1e-9 {
+		// The provider did not honour the cap: the rental must not stay.
+		log.Error("rental over the budget left; destroying it", "left_dph", left)
+		d.End(c.CandidateID, ReasonOverBudget)
 		return
 	}
 	if e, bad := d.cfg.Blocklist.Blocked(r.HostID); bad {
@@ -101,7 +128,7 @@ func (d *Driver) rent(c wire.Candidate, env map[string]string) {
 		d.Destroy(c.CandidateID, "host_blocklisted")
 		return
 	}
-	d.follow(c.CandidateID, r, log)
+	d.goDo(func() { d.follow(c.CandidateID, r, log) })
 }
 
 // follow polls the provider until the rental has a public IP.
@@ -164,8 +191,13 @@ func (d *Driver) End(candidateID, reason string) (wire.Candidate, error) {
 	return c, nil
 }
 
+// destroyTimeout bounds one destroy, queueing included: vast takes one
+// destroy per 3 s per account, so ending 50 candidates at once keeps the
+// last one waiting 2.5 min.
+const destroyTimeout = 5 * time.Minute
+
 func (d *Driver) destroyInstance(instanceID string, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), destroyTimeout)
 	defer cancel()
 	if err := d.cfg.Provider.Destroy(ctx, instanceID); err != nil {
 		log.Error("destroy instance", "err", err)
@@ -205,7 +237,7 @@ func (d *Driver) Reattach(ctx context.Context) error {
 			log.Warn("destroying a second rental of a candidate", "recorded_instance", c.InstanceID)
 			d.goDo(func() { d.destroyInstance(r.InstanceID, log) })
 		case c.State == wire.StatePending || c.State == wire.StateRented:
-			d.cfg.Registry.Patch(c.CandidateID, wire.CandidatePatch{InstanceID: r.InstanceID, HostID: r.HostID})
+			d.cfg.Registry.Patch(c.CandidateID, wire.CandidatePatch{InstanceID: r.InstanceID, HostID: r.HostID, DPHTotal: r.DPHTotal})
 			d.goDo(func() { d.follow(c.CandidateID, r, log) })
 		}
 	}

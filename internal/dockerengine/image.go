@@ -20,6 +20,8 @@ type ImageInfo struct {
 		Env    []string          `json:"Env"`
 		Cmd    []string          `json:"Cmd"`
 		Labels map[string]string `json:"Labels"`
+		// ExposedPorts are the image's EXPOSE ports ("8080/tcp": {}).
+		ExposedPorts map[string]struct{} `json:"ExposedPorts"`
 	} `json:"Config"`
 	RepoTags []string `json:"RepoTags"`
 }

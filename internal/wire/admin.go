@@ -33,6 +33,8 @@ type CandidatePatch struct {
 	InstanceID string `json:"instance_id,omitempty"`
 	PublicIP   string `json:"public_ip,omitempty"`
 	HostID     string `json:"host_id,omitempty"`
+	// DPHTotal is the rental's price in $/hour, as the provider charges it.
+	DPHTotal float64 `json:"dph_total,omitempty"`
 }
 
 // CandidateCreated answers POST /v1/candidates with 201. Env holds the
@@ -54,6 +56,10 @@ type Candidate struct {
 	Reason      string    `json:"reason,omitempty"` // why it was ended or must be destroyed
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// DPHTotal is what the rental costs in $/hour (0: free or unknown);
+	// RentedAt is when its instance was recorded (billing starts).
+	DPHTotal float64    `json:"dph_total,omitempty"`
+	RentedAt *time.Time `json:"rented_at,omitempty"`
 }
 
 // Node is one entry of GET /v1/nodes.
@@ -136,6 +142,10 @@ type ProviderConfig struct {
 	Image      string               `json:"image,omitempty"`   // default image of every node type
 	DiskGB     float64              `json:"disk_gb,omitempty"` // default 16
 	NodeTypes  map[string]OfferSpec `json:"node_types,omitempty"`
+	// IntervalsS overrides vast's minimum seconds between two requests
+	// to one endpoint (search, create, show, list, destroy); the default
+	// is vast's documented limits.
+	IntervalsS map[string]float64 `json:"intervals_s,omitempty"`
 	// Docker only: vast's network on one machine (docker.NetOptions).
 	Hairpin bool `json:"hairpin,omitempty"` // a candidate reaches its own public IP:port
 	PerIP   int  `json:"per_ip,omitempty"`  // candidates behind each public IP (default 1)

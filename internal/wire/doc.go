@@ -13,8 +13,10 @@
 //	   ray_restarted and ray_crashloop; an enrollment retry with the same
 //	   token and port_key is answered (SPEC §6 step 2). Config gains
 //	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
-//	   provider, max_dph_total and public_logs; the docker provider block
-//	   hairpin and per_ip.
+//	   provider, max_dph_total and public_logs. Admin API candidates
+//	   gain dph_total and rented_at (and the patch dph_total): what a
+//	   rental costs; the provider block gains intervals_s, and for the
+//	   docker provider hairpin and per_ip.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

@@ -65,6 +65,7 @@ type flow struct {
 	logs             *syncBuf
 	proc             *exec.Cmd
 	done             chan error
+	min, max         int // the node type's workers (default 2 and 3)
 }
 
 func TestVastFlow(t *testing.T) {
@@ -238,8 +239,8 @@ func (f *flow) setup(ctx context.Context, apiURL, img string) {
 		f.t.Fatalf("head init: %v\n%s", err, out)
 	}
 	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":2,
-		"node_types":{"cpu":{"gpus":0,"min_workers":2,"max_workers":3,"resources":{},"labels":{}}},
-		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw)
+		"node_types":{"cpu":{"gpus":0,"min_workers":%d,"max_workers":%d,"resources":{},"labels":{}}},
+		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw, max(f.min, 2), max(f.max, 3))
 	vcfg := fmt.Sprintf(`{"image":%q,"node_types":{"cpu":{"gpu_name":"fake-cpu","max_dph":1}}}`, img)
 	for p, s := range map[string]string{f.cfg: cfg, f.vcfg: vcfg} {
 		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {

@@ -45,7 +45,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	image := fs.String("image", "", "image for rentals whose image is not on this machine (default: build the candidate image)")
 	name := fs.String("name", "fakevast", "labels the containers and names the network")
 	delay := fs.Duration("start-delay", 3*time.Second, "create → running")
-	minInterval := fs.Duration("min-interval", 0, "429 for requests to one endpoint closer than this")
+	minInterval := fs.Duration("min-interval", 0, "429 for requests to one endpoint closer than this (replaces vast's own per-endpoint limits)")
+	noLimits := fs.Bool("no-limits", false, "no rate limits at all (default: vast's per-endpoint limits)")
+	refuse := fs.Int("refuse-destroys", 0, "answer this many destroys 200 {\"success\": false} first")
 	offers := fs.Int("offers", 8, "how many offers (distinct hosts and machines)")
 	unsafe := fs.String("unsafe-hosts", "", "comma list of host IDs whose containers keep NET_RAW")
 	noDocker := fs.Bool("no-docker", false, "run nothing: instances get documentation IPs (API only)")
@@ -88,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	cfg := fakevast.Config{Key: key, Offers: list, StartDelay: *delay, MinInterval: *minInterval, Log: log}
+	cfg := fakevast.Config{Key: key, Offers: list, StartDelay: *delay, MinInterval: *minInterval, NoLimits: *noLimits, RefuseDestroys: *refuse, Log: log}
 	out := map[string]string{}
 	if !*noDocker {
 		img := *image

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,40 +33,71 @@ type APIError struct {
 	Op     string
 	Status int
 	Msg    string
+	Code   string // vast's "error" field ("not_found", "invalid_args", …)
 }
 
 func (e *APIError) Error() string {
 	return fmt.Sprintf("vast %s: HTTP %d: %s", e.Op, e.Status, e.Msg)
 }
 
-// Unwrap makes a 404 match ErrNotFound.
+// Unwrap makes a 404 match ErrNotFound when its body says the thing is not
+// found: vast also answers 404 to a bad key or path (SOURCES.md), and such
+// an answer must not read as "the instance is gone".
 func (e *APIError) Unwrap() error {
-	if e.Status == http.StatusNotFound {
+	if e.Status == http.StatusNotFound && notFoundBody(e.Code, e.Msg) {
 		return ErrNotFound
 	}
 	return nil
+}
+
+func notFoundBody(code, msg string) bool {
+	switch code {
+	case "not_found", "no_such_instance":
+		return true
+	}
+	m := strings.ToLower(msg)
+	return code == "" && strings.Contains(m, "instance") && (strings.Contains(m, "not found") || strings.Contains(m, "no longer exists"))
+}
+
+// errorCode is the "error" field of a JSON error body.
+func errorCode(b []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil {
+		return ""
+	}
+	return cut(e.Error, 64)
 }
 
 // ClientConfig builds a Client.
 type ClientConfig struct {
 	BaseURL string        // default DefaultBaseURL
 	Key     secret.String // the API key: sent as a Bearer token, never logged
-	HTTP    *http.Client  // default: 30 s timeout
+	HTTP    *http.Client  // default: no client timeout (each call has its own)
 	Log     *slog.Logger
-	// Sleep waits between attempts; tests replace it. Default: a timer that
-	// honours ctx.
+	// Limits are vast's per-endpoint intervals (default DefaultLimits);
+	// every call waits for its endpoint's slot in the account's Pacer.
+	Limits *Limits
+	Now    func() time.Time
+	// Sleep waits for a slot or between attempts; tests replace it.
+	// Default: a timer that honours ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Retries bounds the attempts after the first (default 6). 429s back off
-	// from MinBackoff doubling to MaxBackoff (defaults 1 s and 30 s): vast
-	// sends no Retry-After.
-	Retries                int
-	MinBackoff, MaxBackoff time.Duration
+	// Retries bounds the attempts after the first (default 8). A 429 waits
+	// for the pacer's backoff (vast sends no Retry-After); a 5xx waits
+	// MinBackoff (default 1 s).
+	Retries    int
+	MinBackoff time.Duration
+	// CreateTimeout bounds one create (default 120 s, the CLI's); other
+	// calls get CallTimeout (default 30 s).
+	CreateTimeout, CallTimeout time.Duration
 }
 
-// Client talks to vast's REST API v0.
+// Client talks to vast's REST API.
 type Client struct {
-	cfg  ClientConfig
-	base *url.URL
+	cfg   ClientConfig
+	base  *url.URL
+	pacer *Pacer
 }
 
 // NewClient checks the config and returns a Client.
@@ -93,7 +123,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, errors.New("vast client: no API key")
 	}
 	if cfg.HTTP == nil {
-		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
+		cfg.HTTP = &http.Client{}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -101,17 +131,31 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = ctxsleep.Sleep
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Retries <= 0 {
-		cfg.Retries = 6
+		cfg.Retries = 8
 	}
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = time.Second
 	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 30 * time.Second
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = 120 * time.Second
 	}
-	return &Client{cfg: cfg, base: u}, nil
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 30 * time.Second
+	}
+	lim := DefaultLimits()
+	if cfg.Limits != nil {
+		lim = *cfg.Limits
+	}
+	return &Client{cfg: cfg, base: u, pacer: NewPacer(lim, cfg.Now, cfg.Sleep)}, nil
 }
+
+// Pacer is the client's request scheduler (its counts are the measured
+// request rates).
+func (c *Client) Pacer() *Pacer { return c.pacer }
 
 func loopback(host string) bool {
 	if host == "localhost" {
@@ -150,55 +194,75 @@ func (p retryPolicy) retry(status int, transportErr bool) bool {
 	return false
 }
 
-// do sends one API call with retries and decodes a 2xx JSON answer into out.
-func (c *Client) do(ctx context.Context, op, method, path string, q url.Values, body, out any, pol retryPolicy) error {
+// call is one API request.
+type call struct {
+	op, ep       string // log name and pacer endpoint
+	method, path string
+	query        string // raw, already encoded
+	body, out    any
+	pol          retryPolicy
+}
+
+// do sends one API call through the pacer, with retries, and decodes a 2xx
+// JSON answer into out.
+func (c *Client) do(ctx context.Context, k call) error {
 	var payload []byte
-	if body != nil {
+	if k.body != nil {
 		var err error
-		if payload, err = json.Marshal(body); err != nil {
-			return fmt.Errorf("vast %s: encode: %w", op, err)
+		if payload, err = json.Marshal(k.body); err != nil {
+			return fmt.Errorf("vast %s: encode: %w", k.op, err)
 		}
 	}
 	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawQuery = q.Encode()
-	backoff := c.cfg.MinBackoff
+	u.Path = c.base.Path + k.path
+	u.RawQuery = k.query
+	timeout := c.cfg.CallTimeout
+	if k.ep == EpCreate {
+		timeout = c.cfg.CreateTimeout
+	}
 	for attempt := 0; ; attempt++ {
-		status, data, err := c.once(ctx, method, u.String(), payload)
+		done, err := c.pacer.Wait(ctx, k.ep)
+		if err != nil {
+			return fmt.Errorf("vast %s: %w", k.op, err)
+		}
+		status, data, err := c.once(ctx, timeout, k.method, u.String(), payload)
+		if status == http.StatusTooManyRequests {
+			wait := c.pacer.Limited(k.ep)
+			c.cfg.Log.Info("vast rate limit, backing off", "op", k.op, "attempt", attempt+1, "wait", wait.String())
+		} else {
+			c.pacer.OK(k.ep)
+		}
+		if err == nil && status/100 >= 5 && k.pol.retry(status, false) {
+			c.pacer.Delay(k.ep, c.cfg.MinBackoff) // 5xx: retry soon, a few times
+		}
+		done()
 		if err == nil && status/100 == 2 {
-			if out == nil {
+			if k.out == nil {
 				return nil
 			}
-			if err := json.Unmarshal(data, out); err != nil {
-				return fmt.Errorf("vast %s: decode answer: %w", op, err)
+			if err := json.Unmarshal(data, k.out); err != nil {
+				return fmt.Errorf("vast %s: decode answer: %w", k.op, err)
 			}
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("vast %s: %w", op, ctx.Err())
+			return fmt.Errorf("vast %s: %w", k.op, ctx.Err())
 		}
 		var final error
 		if err != nil {
-			final = fmt.Errorf("vast %s: %w", op, err)
+			final = fmt.Errorf("vast %s: %w", k.op, err)
 		} else {
 			// vast's text could quote the key it refused: never pass it on.
 			// (scrubbed before cutting, so no prefix of it survives either).
 			data = bytes.ReplaceAll(data, []byte(c.cfg.Key.Reveal()), []byte("[api key]"))
-			final = &APIError{Op: op, Status: status, Msg: errorText(data)}
+			final = &APIError{Op: k.op, Status: status, Msg: errorText(data), Code: errorCode(data)}
 		}
-		if attempt >= c.cfg.Retries || !pol.retry(status, err != nil) {
+		if attempt >= c.cfg.Retries || !k.pol.retry(status, err != nil) {
 			return final
 		}
-		wait := backoff
+		// The wait is the pacer's next slot for this endpoint.
 		if status != http.StatusTooManyRequests {
-			wait = c.cfg.MinBackoff // 5xx: retry soon, a few times
-		}
-		c.cfg.Log.Warn("vast call failed, retrying", "op", op, "status", status, "attempt", attempt+1, "wait", wait.String(), "err", final)
-		if err := c.cfg.Sleep(ctx, wait); err != nil {
-			return fmt.Errorf("vast %s: %w", op, err)
-		}
-		if status == http.StatusTooManyRequests {
-			backoff = min(backoff*2, c.cfg.MaxBackoff)
+			c.cfg.Log.Warn("vast call failed, retrying", "op", k.op, "status", status, "attempt", attempt+1, "err", final)
 		}
 	}
 }
@@ -207,7 +271,9 @@ func (c *Client) do(ctx context.Context, op, method, path string, q url.Values, 
 // well under this).
 const maxAnswer = 16 << 20
 
-func (c *Client) once(ctx context.Context, method, u string, payload []byte) (int, []byte, error) {
+func (c *Client) once(ctx context.Context, timeout time.Duration, method, u string, payload []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
@@ -274,182 +340,4 @@ func cut(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-// Offer is one search result (the fields rayvast uses).
-type Offer struct {
-	ID        int64   `json:"id"`
-	MachineID int64   `json:"machine_id"`
-	HostID    int64   `json:"host_id"`
-	GPUName   string  `json:"gpu_name"`
-	NumGPUs   int     `json:"num_gpus"`
-	DPHTotal  float64 `json:"dph_total"`
-	Rentable  bool    `json:"rentable"`
-	Verified  bool    `json:"verified"`
-}
-
-// Query is an offer search. Zero fields are left out.
-type Query struct {
-	GPUName        string
-	NumGPUs        int
-	MaxDPH         float64 // $/hour, 0 = any
-	ExcludeHosts   []int64
-	ExcludeMachine []int64
-	Limit          int
-}
-
-// filter is the JSON query of vast's search: {"field": {"op": value}, …}.
-func (q Query) filter() map[string]any {
-	f := map[string]any{
-		"rentable": map[string]any{"eq": true},
-		"rented":   map[string]any{"eq": false},
-		"num_gpus": map[string]any{"eq": q.NumGPUs},
-		"order":    [][]string{{"dph_total", "asc"}},
-		"type":     "on-demand",
-	}
-	if q.GPUName != "" {
-		f["gpu_name"] = map[string]any{"eq": q.GPUName}
-	}
-	if q.MaxDPH > 0 {
-		f["dph_total"] = map[string]any{"lte": q.MaxDPH}
-	}
-	if len(q.ExcludeHosts) > 0 {
-		f["host_id"] = map[string]any{"notin": q.ExcludeHosts}
-	}
-	if len(q.ExcludeMachine) > 0 {
-		f["machine_id"] = map[string]any{"notin": q.ExcludeMachine}
-	}
-	if q.Limit > 0 {
-		f["limit"] = q.Limit
-	}
-	return f
-}
-
-// SearchOffers asks GET /api/v0/bundles/?q=<json>. The answer is filtered
-// again here (vast may ignore a filter it does not know): wrong GPU, count,
-// price, or an excluded host or machine never comes back.
-func (c *Client) SearchOffers(ctx context.Context, q Query) ([]Offer, error) {
-	qs, err := json.Marshal(q.filter())
-	if err != nil {
-		return nil, err
-	}
-	var ans struct {
-		Offers []Offer `json:"offers"`
-	}
-	if err := c.do(ctx, "search offers", http.MethodGet, "/api/v0/bundles/", url.Values{"q": {string(qs)}}, nil, &ans, idempotent); err != nil {
-		return nil, err
-	}
-	hosts, machines := set(q.ExcludeHosts), set(q.ExcludeMachine)
-	out := ans.Offers[:0]
-	for _, o := range ans.Offers {
-		switch {
-		case q.GPUName != "" && o.GPUName != q.GPUName,
-			o.NumGPUs != q.NumGPUs,
-			q.MaxDPH > 0 && o.DPHTotal > q.MaxDPH,
-			hosts[o.HostID], machines[o.MachineID]:
-			continue
-		}
-		out = append(out, o)
-	}
-	return out, nil
-}
-
-func set(ids []int64) map[int64]bool {
-	m := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		m[id] = true
-	}
-	return m
-}
-
-// CreateRequest is the body of PUT /api/v0/asks/{offer}/.
-type CreateRequest struct {
-	Image         string            `json:"image"`
-	Label         string            `json:"label"`
-	Disk          float64           `json:"disk,omitempty"`
-	Runtype       string            `json:"runtype"`
-	Env           map[string]string `json:"env"`
-	Entrypoint    string            `json:"entrypoint,omitempty"`
-	Args          []string          `json:"args,omitempty"`
-	TargetState   string            `json:"target_state,omitempty"`
-	CancelUnavail bool              `json:"cancel_unavail"`
-}
-
-// CreateInstance accepts an offer; it returns the new instance ID.
-func (c *Client) CreateInstance(ctx context.Context, offerID int64, req CreateRequest) (int64, error) {
-	var ans struct {
-		Success     bool  `json:"success"`
-		NewContract int64 `json:"new_contract"`
-	}
-	op := "create instance"
-	if err := c.do(ctx, op, http.MethodPut, "/api/v0/asks/"+strconv.FormatInt(offerID, 10)+"/", nil, req, &ans, notIdempotent); err != nil {
-		return 0, err
-	}
-	if !ans.Success || ans.NewContract == 0 {
-		return 0, fmt.Errorf("vast %s: offer %d: answer without success/new_contract", op, offerID)
-	}
-	return ans.NewContract, nil
-}
-
-// Instance is what rayvast reads of one instance.
-type Instance struct {
-	ID           int64   `json:"id"`
-	ActualStatus *string `json:"actual_status"`
-	Label        *string `json:"label"`
-	PublicIPAddr string  `json:"public_ipaddr"`
-	MachineID    int64   `json:"machine_id"`
-	HostID       int64   `json:"host_id"`
-	NumGPUs      int     `json:"num_gpus"`
-}
-
-// Status is actual_status ("" while vast provisions it).
-func (i Instance) Status() string {
-	if i.ActualStatus == nil {
-		return ""
-	}
-	return *i.ActualStatus
-}
-
-// LabelText is the label ("" when null).
-func (i Instance) LabelText() string {
-	if i.Label == nil {
-		return ""
-	}
-	return *i.Label
-}
-
-// ShowInstance asks GET /api/v0/instances/{id}/; ErrNotFound when vast
-// answers 404 or an empty "instances".
-func (c *Client) ShowInstance(ctx context.Context, id int64) (Instance, error) {
-	var ans struct {
-		Instances *Instance `json:"instances"`
-	}
-	if err := c.do(ctx, "show instance", http.MethodGet, "/api/v0/instances/"+strconv.FormatInt(id, 10)+"/", nil, nil, &ans, idempotent); err != nil {
-		return Instance{}, err
-	}
-	if ans.Instances == nil || ans.Instances.ID == 0 {
-		return Instance{}, fmt.Errorf("vast show instance %d: %w", id, ErrNotFound)
-	}
-	return *ans.Instances, nil
-}
-
-// ListInstances asks GET /api/v0/instances/.
-func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
-	var ans struct {
-		Instances []Instance `json:"instances"`
-	}
-	if err := c.do(ctx, "list instances", http.MethodGet, "/api/v0/instances/", nil, nil, &ans, idempotent); err != nil {
-		return nil, err
-	}
-	return ans.Instances, nil
-}
-
-// DestroyInstance asks DELETE /api/v0/instances/{id}/. An instance already
-// gone (404) is not an error.
-func (c *Client) DestroyInstance(ctx context.Context, id int64) error {
-	err := c.do(ctx, "destroy instance", http.MethodDelete, "/api/v0/instances/"+strconv.FormatInt(id, 10)+"/", nil, nil, nil, idempotent)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	return err
 }

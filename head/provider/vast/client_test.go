@@ -14,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/secret"
 )
+
+// iv is a 1 s interval as the pacer keeps it (2% of slack).
+const iv = time.Second + 20*time.Millisecond
 
 const testKey = "vast-test-key-3f1c9a0b7d"
 
@@ -63,16 +67,19 @@ func newTestClient(t *testing.T, h http.Handler, logBuf *bytes.Buffer) (*Client,
 	if logBuf != nil {
 		log = slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	c, err := NewClient(ClientConfig{BaseURL: srv.URL, Key: secret.New(testKey), Log: log,
-		Sleep: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
+	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	lim := Limits{Interval: map[string]time.Duration{EpList: time.Second, EpCreate: time.Second, EpSearch: time.Second}}
+	c, err := NewClient(ClientConfig{BaseURL: srv.URL, Key: secret.New(testKey), Log: log, Limits: &lim, Now: clk.Now,
+		Sleep: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); clk.Add(d); return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, &waits
 }
 
-// TestRetries: 429 backs off doubling up to the cap, 5xx is retried for
-// reads, a 4xx is surfaced at once with vast's message, and a create is not
+// TestRetries: a 429 waits for the pacer's backoff, doubling up to a
+// minute; 5xx is retried for reads, no sooner than the endpoint's
+// interval; a 4xx is surfaced at once with vast's message; a create is not
 // repeated after a 500 (it may have rented).
 func TestRetries(t *testing.T) {
 	tests := []struct {
@@ -83,14 +90,14 @@ func TestRetries(t *testing.T) {
 		wantErr   string // substring; "" = success
 		wantWaits []time.Duration
 	}{
-		{"429 then ok", []int{429, 429, 429, 200}, false, 4, "", []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
-		{"429 capped", []int{429, 429, 429, 429, 429, 429, 200}, false, 7, "", []time.Duration{1, 2, 4, 8, 16, 30}},
-		{"429 forever", []int{429, 429, 429, 429, 429, 429, 429, 429}, false, 7, "HTTP 429: API requests too frequent", nil},
-		{"5xx retried", []int{500, 502, 200}, false, 3, "", []time.Duration{time.Second, time.Second}},
+		{"429 then ok", []int{429, 429, 429, 200}, false, 4, "", []time.Duration{iv, 2 * iv, 4 * iv}},
+		{"429 capped", []int{429, 429, 429, 429, 429, 429, 429, 429, 200}, false, 9, "", []time.Duration{iv, 2 * iv, 4 * iv, 8 * iv, 16 * iv, 32 * iv, time.Minute, time.Minute}},
+		{"429 forever", []int{429, 429, 429, 429, 429, 429, 429, 429, 429, 429}, false, 9, "HTTP 429: API requests too frequent", nil},
+		{"5xx retried", []int{500, 502, 200}, false, 3, "", []time.Duration{iv, iv}},
 		{"4xx surfaced", []int{400}, false, 1, "HTTP 400: invalid_args: bad thing", nil},
 		{"404 surfaced", []int{404}, false, 1, "HTTP 404", nil},
-		{"create 429 retried", []int{429, 200}, true, 2, "", []time.Duration{time.Second}},
-		{"create 503 retried", []int{503, 200}, true, 2, "", []time.Duration{time.Second}},
+		{"create 429 retried", []int{429, 200}, true, 2, "", []time.Duration{iv}},
+		{"create 503 retried", []int{503, 200}, true, 2, "", []time.Duration{iv}},
 		// A gateway that timed out or lost the answer may have let the create through.
 		{"create 502 not retried", []int{502, 200}, true, 1, "HTTP 502", nil},
 		{"create 504 not retried", []int{504, 200}, true, 1, "HTTP 504", nil},
@@ -106,7 +113,7 @@ func TestRetries(t *testing.T) {
 			c, waits := newTestClient(t, s, nil)
 			var err error
 			if tt.create {
-				_, err = c.CreateInstance(context.Background(), 5, CreateRequest{Image: "x"})
+				_, err = c.CreateInstance(context.Background(), 5, CreateRequest{Image: "x", Disk: 16})
 			} else {
 				_, err = c.ListInstances(context.Background())
 			}
@@ -118,11 +125,6 @@ func TestRetries(t *testing.T) {
 			}
 			if tt.wantWaits != nil {
 				want := tt.wantWaits
-				if want[0] == 1 { // shorthand in seconds
-					for i := range want {
-						want[i] *= time.Second
-					}
-				}
 				if len(*waits) != len(want) {
 					t.Fatalf("waits = %v, want %v", *waits, want)
 				}
@@ -173,36 +175,39 @@ func slogText(v any) string {
 	return b.String()
 }
 
-// TestSearchQueryAndFilter: the JSON query names GPU, count, price and the
-// excluded hosts and machines; offers that break them are dropped even when
-// vast returns them.
+// TestSearchQueryAndFilter: the search is POST /api/v0/bundles/ with the
+// CLI's body: its default filters, string values, the GPU name with
+// spaces, ports, storage and the excluded hosts and machines; offers that
+// break them are dropped even when vast returns them.
 func TestSearchQueryAndFilter(t *testing.T) {
 	s := &script{body: `{"offers":[
-		{"id":1,"machine_id":10,"host_id":100,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.30},
-		{"id":2,"machine_id":11,"host_id":101,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.90},
-		{"id":3,"machine_id":12,"host_id":666,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.20},
-		{"id":4,"machine_id":13,"host_id":102,"gpu_name":"RTX 3090","num_gpus":1,"dph_total":0.10},
-		{"id":5,"machine_id":14,"host_id":103,"gpu_name":"RTX 4090","num_gpus":2,"dph_total":0.10},
-		{"id":6,"machine_id":77,"host_id":104,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.25}]}`}
+		{"id":1,"machine_id":10,"host_id":100,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.30,"direct_port_count":64},
+		{"id":2,"machine_id":11,"host_id":101,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.90,"direct_port_count":64},
+		{"id":3,"machine_id":12,"host_id":666,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.20,"direct_port_count":64},
+		{"id":4,"machine_id":13,"host_id":102,"gpu_name":"RTX 3090","num_gpus":1,"dph_total":0.10,"direct_port_count":64},
+		{"id":5,"machine_id":14,"host_id":103,"gpu_name":"RTX 4090","num_gpus":2,"dph_total":0.10,"direct_port_count":64},
+		{"id":6,"machine_id":77,"host_id":104,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.25,"direct_port_count":64},
+		{"id":7,"machine_id":15,"host_id":105,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.15,"direct_port_count":40}]}`}
 	c, _ := newTestClient(t, s, nil)
-	got, err := c.SearchOffers(context.Background(), Query{GPUName: "RTX 4090", NumGPUs: 1, MaxDPH: 0.5, ExcludeHosts: []int64{666}, ExcludeMachine: []int64{77}})
+	got, err := c.SearchOffers(context.Background(), Query{GPUName: "RTX_4090", NumGPUs: 1, MaxDPH: 0.5, MinPorts: 64, DiskGB: 16,
+		ExcludeHosts: []int64{666}, ExcludeMachine: []int64{77}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].ID != 1 {
 		t.Errorf("offers = %+v, want only id 1", got)
 	}
-	if !strings.HasPrefix(s.paths[0], "GET /api/v0/bundles/?q=") {
-		t.Fatalf("path %s", s.paths[0])
+	if s.paths[0] != "POST /api/v0/bundles/" {
+		t.Fatalf("request %s, want POST /api/v0/bundles/", s.paths[0])
 	}
 	var q map[string]any
-	raw := s.paths[0][strings.Index(s.paths[0], "q=")+2:]
-	if err := json.Unmarshal([]byte(unescape(t, raw)), &q); err != nil {
+	if err := json.Unmarshal([]byte(s.bodies[0]), &q); err != nil {
 		t.Fatal(err)
 	}
 	for field, want := range map[string]string{
-		"gpu_name": `{"eq":"RTX 4090"}`, "num_gpus": `{"eq":1}`, "dph_total": `{"lte":0.5}`,
-		"host_id": `{"notin":[666]}`, "machine_id": `{"notin":[77]}`, "rentable": `{"eq":true}`,
+		"gpu_name": `{"eq":"RTX 4090"}`, "num_gpus": `{"eq":"1"}`, "dph_total": `{"lte":"0.5"}`, "direct_port_count": `{"gte":"64"}`,
+		"host_id": `{"notin":["666"]}`, "machine_id": `{"notin":["77"]}`, "rentable": `{"eq":true}`, "verified": `{"eq":true}`,
+		"external": `{"eq":false}`, "allocated_storage": `16`, "type": `"on-demand"`,
 	} {
 		b, _ := json.Marshal(q[field])
 		if string(b) != want {
@@ -211,24 +216,98 @@ func TestSearchQueryAndFilter(t *testing.T) {
 	}
 }
 
-// TestShowGone: 404 and an empty "instances" both mean the instance is gone;
+// TestShowGone: {"instances": null} and a 404 that says not found mean
+// gone; a 404 that says something else (a bad key, a wrong path) does not;
 // destroy of a gone instance is not an error.
 func TestShowGone(t *testing.T) {
 	for _, tt := range []struct {
-		name     string
-		statuses []int
-		body     string
-	}{{"404", []int{404}, ""}, {"null", nil, `{"instances":null}`}} {
+		name string
+		h    http.HandlerFunc
+		gone bool
+	}{
+		{"null", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"instances":null}`) }, true},
+		{"404 not_found", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(404)
+			io.WriteString(w, `{"success":false,"error":"not_found","msg":"Instance not found"}`)
+		}, true},
+		{"404 bad key", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(404)
+			io.WriteString(w, `{"success":false,"error":"auth_error","msg":"no user for this api key"}`)
+		}, false},
+		{"404 html", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(404)
+			io.WriteString(w, "<html>Not Found</html>")
+		}, false},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, _ := newTestClient(t, &script{statuses: tt.statuses, body: tt.body}, nil)
-			if _, err := c.ShowInstance(context.Background(), 9); !errors.Is(err, ErrNotFound) {
-				t.Errorf("show err = %v, want ErrNotFound", err)
+			c, _ := newTestClient(t, tt.h, nil)
+			_, err := c.ShowInstance(context.Background(), 9)
+			if errors.Is(err, ErrNotFound) != tt.gone {
+				t.Errorf("show err = %v, gone want %v", err, tt.gone)
+			}
+			if tt.name == "null" {
+				return
+			}
+			if err := c.DestroyInstance(context.Background(), 9); (err == nil) != tt.gone {
+				t.Errorf("destroy err = %v, gone want %v", err, tt.gone)
 			}
 		})
 	}
-	c, _ := newTestClient(t, &script{statuses: []int{404}}, nil)
-	if err := c.DestroyInstance(context.Background(), 9); err != nil {
-		t.Errorf("destroy gone: %v", err)
+}
+
+// TestDestroyRefused: 200 {"success": false} is no destroy: tried again,
+// and reported when vast keeps refusing.
+func TestDestroyRefused(t *testing.T) {
+	var n int
+	var mu sync.Mutex
+	h := func(answers ...string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			io.WriteString(w, answers[min(n, len(answers)-1)])
+			n++
+		}
+	}
+	refused := `{"success":false,"msg":"try later"}`
+	c, _ := newTestClient(t, h(refused, `{"success":true}`), nil)
+	if err := c.DestroyInstance(context.Background(), 9); err != nil || n != 2 {
+		t.Errorf("refused once: err %v after %d calls, want nil after 2", err, n)
+	}
+	n = 0
+	c, _ = newTestClient(t, h(refused), nil)
+	err := c.DestroyInstance(context.Background(), 9)
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "try later") || n != destroyTries {
+		t.Errorf("always refused: err %v after %d calls, want ErrRefused after %d", err, n, destroyTries)
+	}
+}
+
+// TestListPages: the listing follows next_token over every page with the
+// CLI's query, and refuses a token that repeats.
+func TestListPages(t *testing.T) {
+	var got []string
+	c, _ := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.RawQuery)
+		switch r.URL.Query().Get("after_token") {
+		case "":
+			io.WriteString(w, `{"instances":[{"id":1},{"id":2}],"next_token":"t1"}`)
+		case "t1":
+			io.WriteString(w, `{"instances":[{"id":3}],"next_token":"t2"}`)
+		default:
+			io.WriteString(w, `{"instances":[],"next_token":null}`)
+		}
+	}), nil)
+	ins, err := c.ListInstances(context.Background())
+	if err != nil || len(ins) != 3 || len(got) != 3 {
+		t.Fatalf("list = %v, %v after %d pages; want 3 instances, 3 pages", ins, err, len(got))
+	}
+	if want := `select_filters=%7B%7D&order_by=%5B%7B%22col%22%3A+%22id%22%2C+%22dir%22%3A+%22asc%22%7D%5D&limit=25`; got[0] != want {
+		t.Errorf("query %s, want the CLI's %s", got[0], want)
+	}
+	c, _ = newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"instances":[{"id":1}],"next_token":"same"}`)
+	}), nil)
+	if _, err := c.ListInstances(context.Background()); err == nil {
+		t.Error("a repeating next_token was followed")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/internal/secret"
@@ -26,24 +27,14 @@ const (
 	EnvSettings   = "RAYVAST_VAST_CONFIG"       // JSON Settings file
 )
 
-// Settings say what to rent per node type. Read from the JSON file named by
-// RAYVAST_VAST_CONFIG; every field is optional.
-type Settings struct {
-	BaseURL    string               `json:"base_url,omitempty"`
-	APIKeyFile string               `json:"api_key_file,omitempty"`
-	Image      string               `json:"image,omitempty"`   // default image of every node type
-	DiskGB     float64              `json:"disk_gb,omitempty"` // default 16
-	NodeTypes  map[string]OfferSpec `json:"node_types,omitempty"`
-}
+// Settings say what to rent per node type: the config's provider block
+// (wire.ProviderConfig), also read from the JSON file named by
+// RAYVAST_VAST_CONFIG (its "kind" may be left out). Every field is optional.
+type Settings = wire.ProviderConfig
 
 // OfferSpec narrows the offer search of one node type. The GPU count is the
 // node type's gpus.
-type OfferSpec struct {
-	GPUName string  `json:"gpu_name,omitempty"` // vast's gpu_name, e.g. "RTX 4090"; "" = any
-	MaxDPH  float64 `json:"max_dph,omitempty"`  // $/hour cap; 0 = any
-	Image   string  `json:"image,omitempty"`
-	DiskGB  float64 `json:"disk_gb,omitempty"`
-}
+type OfferSpec = wire.OfferSpec
 
 // DefaultImage runs the bootloader when Settings name none: it has python3
 // (Ray's images are the usual choice; set "image").
@@ -62,6 +53,11 @@ type Config struct {
 	Settings  Settings
 	Blocklist Blocklist // nil: nothing blocked
 	Log       *slog.Logger
+	// ListEvery is how old the batched listing that answers Get may be
+	// (default 5 s, the reconcile tick): pending rentals share one v1
+	// listing instead of one show each.
+	ListEvery time.Duration
+	Now       func() time.Time
 }
 
 // Provider rents instances on vast.ai.
@@ -69,22 +65,25 @@ type Provider struct {
 	cfg    Config
 	prefix string // label prefix of this cluster's rentals
 	log    *slog.Logger
+	list   *lister
 
 	mu       sync.Mutex
 	machines map[int64]map[int64]bool // host_id → machine_ids seen on it
+	live     map[int64]int64          // our instance → its machine (one node per machine)
+	renting  map[int64]bool           // machines a Rent in flight is creating on
+	offers   offerCache
+
+	destroying map[int64]*flight
+	destroyed  map[int64]bool
+
+	searchMu sync.Mutex // one search at a time: a burst of Rents shares it
 }
 
 var _ provider.Provider = (*Provider)(nil)
 
-// New is the head's factory for `--provider vast`: settings from
-// RAYVAST_VAST_CONFIG, the base URL from RAYVAST_VAST_URL (or the settings),
-// the API key from VAST_API_KEY or a file (RAYVAST_VAST_API_KEY_FILE or the
-// settings' api_key_file). The key is never logged nor put in a rental.
+// New is the head's factory for `--provider vast` without a provider block:
+// settings from the RAYVAST_VAST_CONFIG file, then NewFromSettings.
 func New(opts provider.Options, block Blocklist) (provider.Provider, error) {
-	log := opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var st Settings
 	if path := os.Getenv(EnvSettings); path != "" {
 		b, err := os.ReadFile(path)
@@ -95,6 +94,26 @@ func New(opts provider.Options, block Blocklist) (provider.Provider, error) {
 			return nil, fmt.Errorf("vast provider: %s %s: %w", EnvSettings, path, err)
 		}
 	}
+	p, err := NewFromSettings(opts, block, st)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return p, nil
+}
+
+// NewFromSettings builds the provider from settings given as a value (the
+// config's provider block): the base URL from RAYVAST_VAST_URL when set,
+// else the settings' base_url; the key from VAST_API_KEY, else
+// RAYVAST_VAST_API_KEY_FILE, else the settings' api_key_file. The key is
+// never logged nor put in a rental.
+func NewFromSettings(opts provider.Options, block Blocklist, st Settings) (*Provider, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if st.Kind != "" && st.Kind != "vast" {
+		return nil, fmt.Errorf("vast provider: provider kind %q is not vast", st.Kind)
+	}
 	if u := os.Getenv(EnvBaseURL); u != "" {
 		st.BaseURL = u
 	}
@@ -102,7 +121,11 @@ func New(opts provider.Options, block Blocklist) (provider.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewClient(ClientConfig{BaseURL: st.BaseURL, Key: key, Log: log})
+	lim, err := limitsFrom(st.IntervalsS)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewClient(ClientConfig{BaseURL: st.BaseURL, Key: key, Log: log, Limits: &lim})
 	if err != nil {
 		return nil, fmt.Errorf("vast provider: %w", err)
 	}
@@ -112,6 +135,21 @@ func New(opts provider.Options, block Blocklist) (provider.Provider, error) {
 	}
 	log.Info("vast provider ready", "base_url", c.base.String(), "label_prefix", p.prefix, "node_types", len(st.NodeTypes))
 	return p, nil
+}
+
+// limitsFrom applies the settings' intervals_s to vast's default limits.
+func limitsFrom(iv map[string]float64) (Limits, error) {
+	lim := DefaultLimits()
+	for ep, sec := range iv {
+		if _, known := lim.Interval[ep]; !known {
+			return lim, fmt.Errorf("vast provider: intervals_s: unknown endpoint %q (want search, create, show, list or destroy)", ep)
+		}
+		if !(sec >= 0 && sec <= 600) {
+			return lim, fmt.Errorf("vast provider: intervals_s.%s: %g s, want 0-600", ep, sec)
+		}
+		lim.Interval[ep] = time.Duration(sec * float64(time.Second))
+	}
+	return lim, nil
 }
 
 // loadKey reads the API key: VAST_API_KEY (then unset, so no child process
@@ -150,7 +188,16 @@ func Open(cfg Config) (*Provider, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{}}, nil
+	if cfg.ListEvery <= 0 {
+		cfg.ListEvery = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	p := &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{},
+		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{}}
+	p.list = &lister{c: cfg.Client, every: cfg.ListEvery, now: cfg.Now}
+	return p, nil
 }
 
 // LabelPrefix starts the label of every rental of a cluster; the candidate
@@ -188,6 +235,7 @@ func (p *Provider) spec(nodeType string) OfferSpec {
 	if s.DiskGB == 0 {
 		s.DiskGB = 16
 	}
+	s.GPUName = GPUName(s.GPUName)
 	return s
 }
 
@@ -228,52 +276,75 @@ func (p *Provider) seen(host, machine int64) {
 // (another renter was faster).
 const offersTried = 10
 
-// Rent implements provider.Provider: search, then accept the cheapest
-// offer that vast still grants.
+// Rent implements provider.Provider: find offers (one search serves the
+// Rents of a burst), then accept the cheapest that vast still grants, never
+// on a machine that holds a live rental of this cluster.
 func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider.Rental, error) {
 	if req.Command == "" {
 		return provider.Rental{}, errors.New("vast rent: no command (bootloader.sh text)")
 	}
 	spec := p.spec(req.NodeType)
-	hosts, machines := p.excluded()
-	offers, err := p.cfg.Client.SearchOffers(ctx, Query{GPUName: spec.GPUName, NumGPUs: req.GPUs, MaxDPH: spec.MaxDPH,
-		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: offersTried})
-	if err != nil {
-		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
-	}
-	if len(offers) == 0 {
-		return provider.Rental{}, fmt.Errorf("vast rent %s: no offer for %d× %q at ≤ $%.3f/h outside %d blocked hosts", req.CandidateID, req.GPUs, spec.GPUName, spec.MaxDPH, len(hosts))
-	}
+	q := p.query(spec, req)
 	env := PortEnv()
 	for k, v := range req.Env {
 		env[k] = v
 	}
+	// The CLI's --entrypoint /bin/sh --args -c TEXT: onstart overrides the
+	// image's ENTRYPOINT, args go to it (SOURCES.md: create).
 	body := CreateRequest{
-		Image: spec.Image, Label: p.prefix + req.CandidateID, Disk: spec.DiskGB,
-		Runtype: "args", Env: env, Entrypoint: "/bin/sh", Args: []string{"-c", req.Command},
+		ClientID: "me", Image: spec.Image, Label: p.prefix + req.CandidateID, Disk: spec.DiskGB,
+		Runtype: "args", Env: env, Onstart: "/bin/sh", Args: []string{"-c", req.Command},
 		TargetState: "running", CancelUnavail: true,
 	}
+	if err := body.Check(); err != nil {
+		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+	}
 	var lastErr error
-	for i, o := range offers {
-		if i == offersTried {
-			break
+	for tried := 0; tried < offersTried; tried++ {
+		o, err := p.pick(ctx, q)
+		if err != nil {
+			return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+		}
+		if o == nil {
+			if lastErr != nil {
+				return provider.Rental{}, fmt.Errorf("vast rent %s: every offer refused: %w", req.CandidateID, lastErr)
+			}
+			return provider.Rental{}, fmt.Errorf("vast rent %s: no offer for %d× %q at ≤ $%.3f/h with ≥ %d ports outside %d blocked hosts and %d machines", req.CandidateID, req.GPUs, spec.GPUName, q.MaxDPH, q.MinPorts, len(q.ExcludeHosts), len(q.ExcludeMachine))
 		}
 		p.seen(o.HostID, o.MachineID)
 		id, err := p.cfg.Client.CreateInstance(ctx, o.ID, body)
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != 401 && ae.Status != 403 && ae.Status != 429 {
+			p.release(o.MachineID, 0)
 			p.log.Warn("vast offer refused, trying the next", "candidate", req.CandidateID, "offer", o.ID, "err", err)
 			lastErr = err
 			continue
 		}
 		if err != nil {
+			p.release(o.MachineID, 0)
 			return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
 		}
+		p.release(o.MachineID, id)
+		p.list.created(id)
 		iid := strconv.FormatInt(id, 10)
-		p.log.Info("vast rented", "candidate", req.CandidateID, "instance", iid, "offer", o.ID, "host", o.HostID, "machine", o.MachineID, "gpu", o.GPUName, "dph", o.DPHTotal)
-		return provider.Rental{CandidateID: req.CandidateID, InstanceID: iid, HostID: strconv.FormatInt(o.HostID, 10)}, nil
+		p.log.Info("vast rented", "candidate", req.CandidateID, "instance", iid, "offer", o.ID, "host", o.HostID, "machine", o.MachineID, "gpu", o.GPUName, "dph_total", o.DPHTotal)
+		return provider.Rental{CandidateID: req.CandidateID, InstanceID: iid, HostID: strconv.FormatInt(o.HostID, 10), DPHTotal: o.DPHTotal}, nil
 	}
 	return provider.Rental{}, fmt.Errorf("vast rent %s: every offer refused: %w", req.CandidateID, lastErr)
+}
+
+// query is the offer search of one rental: the node type's spec, the
+// rental's own price cap (the cluster budget left), 64 direct ports, the
+// disk asked for, and the blocked hosts and machines.
+func (p *Provider) query(spec OfferSpec, req provider.RentRequest) Query {
+	maxDPH := spec.MaxDPH
+	if req.MaxDPH > 0 && (maxDPH == 0 || req.MaxDPH < maxDPH) {
+		maxDPH = req.MaxDPH
+	}
+	hosts, machines := p.excluded()
+	machines = append(machines, p.liveMachines()...) // one node per machine
+	return Query{GPUName: spec.GPUName, NumGPUs: req.GPUs, MaxDPH: maxDPH, MinPorts: wire.PortCount, DiskGB: spec.DiskGB,
+		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: searchLimit}
 }
 
 func parseID(instanceID string) (int64, error) {
@@ -294,7 +365,7 @@ func (p *Provider) rental(in Instance) (provider.Rental, bool) {
 		return provider.Rental{}, false
 	}
 	p.seen(in.HostID, in.MachineID)
-	r := provider.Rental{CandidateID: cand, InstanceID: strconv.FormatInt(in.ID, 10)}
+	r := provider.Rental{CandidateID: cand, InstanceID: strconv.FormatInt(in.ID, 10), DPHTotal: in.DPHTotal}
 	if in.HostID > 0 {
 		r.HostID = strconv.FormatInt(in.HostID, 10)
 	}
@@ -309,18 +380,34 @@ func (p *Provider) rental(in Instance) (provider.Rental, bool) {
 	return r, true
 }
 
-// Get implements provider.Provider.
+// Get implements provider.Provider from the batched listing (one v1
+// listing serves every pending rental for ListEvery); an instance missing
+// from a fresh listing is shown once to tell "gone" from "not listed yet".
 func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental, error) {
 	id, err := parseID(instanceID)
 	if err != nil {
 		return provider.Rental{}, provider.ErrGone
 	}
-	in, err := p.cfg.Client.ShowInstance(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return provider.Rental{}, provider.ErrGone
-	}
+	ins, listed, young, err := p.list.get(ctx, id)
 	if err != nil {
 		return provider.Rental{}, fmt.Errorf("vast get %s: %w", instanceID, err)
+	}
+	p.track(ins)
+	var in Instance
+	switch {
+	case listed != nil:
+		in = *listed
+	case young:
+		return provider.Rental{InstanceID: instanceID}, nil // created moments ago: not listed yet
+	default:
+		in, err = p.cfg.Client.ShowInstance(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			p.forget(id)
+			return provider.Rental{}, provider.ErrGone
+		}
+		if err != nil {
+			return provider.Rental{}, fmt.Errorf("vast get %s: %w", instanceID, err)
+		}
 	}
 	r, ok := p.rental(in)
 	if !ok || in.ID != id {
@@ -329,26 +416,68 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental,
 	return r, nil
 }
 
-// Destroy implements provider.Provider.
+// Destroy implements provider.Provider. Destroys of one instance share
+// one request (the driver and the leak sweep both destroy at head down),
+// and an instance this provider destroyed is not destroyed again: each
+// destroy costs a slot of vast's 3 s interval.
 func (p *Provider) Destroy(ctx context.Context, instanceID string) error {
 	id, err := parseID(instanceID)
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	if p.destroyed[id] {
+		p.mu.Unlock()
+		return nil
+	}
+	f := p.destroying[id]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		p.destroying[id] = f
+		p.mu.Unlock()
+		f.err = p.destroy(ctx, id, instanceID)
+		p.mu.Lock()
+		delete(p.destroying, id)
+		if f.err == nil {
+			p.destroyed[id] = true
+		}
+		close(f.done)
+		p.mu.Unlock()
+		return f.err
+	}
+	p.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return fmt.Errorf("vast destroy %s: %w", instanceID, ctx.Err())
+	}
+}
+
+// flight is one destroy in progress.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+func (p *Provider) destroy(ctx context.Context, id int64, instanceID string) error {
 	if err := p.cfg.Client.DestroyInstance(ctx, id); err != nil {
 		return fmt.Errorf("vast destroy %s: %w", instanceID, err)
 	}
+	p.forget(id)
+	p.list.invalidate()
 	p.log.Info("vast destroyed", "instance", instanceID)
 	return nil
 }
 
 // List implements provider.Provider: every instance labelled with this
-// cluster's prefix.
+// cluster's prefix, over every page of the v1 listing.
 func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
-	ins, err := p.cfg.Client.ListInstances(ctx)
+	ins, err := p.list.refresh(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("vast list: %w", err)
 	}
+	p.track(ins)
 	var out []provider.Rental
 	for _, in := range ins {
 		if r, ok := p.rental(in); ok {

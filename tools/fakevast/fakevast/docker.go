@@ -54,7 +54,8 @@ type Docker struct {
 	dns     *whoami.Server
 	log     *slog.Logger
 
-	mu sync.Mutex // serialises address allocation with create
+	mu     sync.Mutex // serialises address allocation with create
+	exited exits
 }
 
 // OpenDocker ensures the network and starts a who-am-I DNS responder on its
@@ -168,6 +169,7 @@ func (d *Docker) Start(ctx context.Context, l Launch) (string, error) {
 		_ = d.vnet.Sync(context.WithoutCancel(ctx))
 		return "", fmt.Errorf("fakevast start %d: %w", l.ID, err)
 	}
+	d.watch(l.ID, id)
 	d.log.Info("fakevast: container started", "instance", l.ID, "container", name, "ip", ip.String(), "image", image, "unsafe", l.Unsafe)
 	return ip.String(), nil
 }

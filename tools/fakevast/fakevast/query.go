@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 )
 
 // filterOffers applies vast's search query: {"field": {"op": value}} with
@@ -72,6 +73,10 @@ func field(o Offer, name string) any {
 		return o.Rentable
 	case "rented":
 		return o.Rented
+	case "external":
+		return o.External
+	case "direct_port_count":
+		return float64(o.DirectPortCount)
 	}
 	return nil
 }
@@ -108,7 +113,49 @@ func matches(o Offer, q map[string]json.RawMessage) (bool, error) {
 	return true, nil
 }
 
+// coerce reads a filter value as the type of the field: the CLI sends
+// numbers as strings ("dph_total": {"lt": "0.12"}) and vast compares them
+// as numbers.
+func coerce(have, want any) (any, error) {
+	str, ok := want.(string)
+	if !ok {
+		return want, nil
+	}
+	switch have.(type) {
+	case float64:
+		f, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", str)
+		}
+		return f, nil
+	case bool:
+		switch str {
+		case "true", "True":
+			return true, nil
+		case "false", "False":
+			return false, nil
+		}
+		return nil, fmt.Errorf("%q is not a boolean", str)
+	}
+	return want, nil
+}
+
 func compare(have any, op string, want any) (bool, error) {
+	if list, ok := want.([]any); ok {
+		for i := range list {
+			v, err := coerce(have, list[i])
+			if err != nil {
+				return false, err
+			}
+			list[i] = v
+		}
+	} else {
+		v, err := coerce(have, want)
+		if err != nil {
+			return false, err
+		}
+		want = v
+	}
 	switch op {
 	case "eq":
 		return have == want, nil

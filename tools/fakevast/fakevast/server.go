@@ -39,7 +39,11 @@ type Offer struct {
 	Verified  bool    `json:"verified"`
 	Rentable  bool    `json:"rentable"`
 	Rented    bool    `json:"rented"`
-	Unsafe    bool    `json:"fakevast_unsafe,omitempty"`
+	External  bool    `json:"external"`
+	// DirectPortCount is how many ports the machine maps: an instance gets
+	// at most this many of the ports it asks for.
+	DirectPortCount int  `json:"direct_port_count"`
+	Unsafe          bool `json:"fakevast_unsafe,omitempty"`
 }
 
 // DefaultOffers are n offers of machines without GPUs (the containers of
@@ -49,15 +53,19 @@ func DefaultOffers(n int) []Offer {
 	out := make([]Offer, n)
 	for i := range out {
 		out[i] = Offer{ID: int64(5001 + i), MachineID: int64(2001 + i), HostID: int64(1001 + i), GPUName: "fake-cpu",
-			NumGPUs: 0, DPHTotal: 0.10 + 0.01*float64(i), Verified: true, Rentable: true}
+			NumGPUs: 0, DPHTotal: 0.10 + 0.01*float64(i), Verified: true, Rentable: true, DirectPortCount: 100}
 	}
 	return out
 }
 
 // Launch is what a Backend needs to run one instance.
 type Launch struct {
-	ID         int64
-	Image      string
+	ID    int64
+	Image string
+	// Entrypoint overrides the image's ENTRYPOINT ("" keeps it): in
+	// runtype "args" vast takes it from onstart (the CLI sends
+	// --entrypoint as onstart); the fake ignores a body's "entrypoint",
+	// which the API reference does not have.
 	Entrypoint string
 	Args       []string
 	Env        map[string]string // the rental's env with the "-p" port requests removed
@@ -77,17 +85,36 @@ type Backend interface {
 	Kill(ctx context.Context, id int64) error
 }
 
+// ImageInspector is a Backend that knows an image's EXPOSE ports: vast
+// counts them against an instance's 64 open ports.
+type ImageInspector interface {
+	ExposedPorts(ctx context.Context, image string) (int, error)
+}
+
+// ExitWatcher is a Backend that knows whether an instance's process has
+// exited (vast then shows actual_status "exited").
+type ExitWatcher interface {
+	Exited(id int64) bool
+}
+
 // Config builds a Server.
 type Config struct {
 	Key        string        // the API key every request must carry as Bearer
 	Offers     []Offer       // default DefaultOffers(8)
 	StartDelay time.Duration // create → running
-	// MinInterval is vast's rate limit: a request to the same endpoint and
-	// method sooner than this after the previous one gets 429. 0 = none.
+	// Limits are vast's per-endpoint rate limits (nil: VastLimits()). A
+	// request inside its endpoint's limit gets 429 with vast's text.
+	Limits Limits
+	// NoLimits turns rate limiting off; MinInterval > 0 replaces Limits
+	// with one interval for every method and endpoint.
+	NoLimits    bool
 	MinInterval time.Duration
-	Backend     Backend // nil: instances run nowhere (API tests)
-	Now         func() time.Time
-	Log         *slog.Logger
+	// RefuseDestroys is how many destroys are answered 200
+	// {"success": false} before one is done (a refused destroy).
+	RefuseDestroys int
+	Backend        Backend // nil: instances run nowhere (API tests)
+	Now            func() time.Time
+	Log            *slog.Logger
 }
 
 // Instance is the fake's record of one rental.
@@ -116,9 +143,12 @@ type Server struct {
 	offers    []Offer
 	instances map[int64]*Instance
 	nextID    int64
-	last      map[string]time.Time // endpoint → last request
+	last      map[string]time.Time // endpoint → last request (MinInterval)
+	lim       *limiter
 	calls     map[string]int
 	limited   int
+	refusals  int // destroys still to refuse
+	times     map[string][]time.Time
 	wg        sync.WaitGroup
 }
 
@@ -133,9 +163,13 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Limits == nil {
+		cfg.Limits = VastLimits()
+	}
 	offers := append([]Offer(nil), cfg.Offers...)
 	return &Server{cfg: cfg, offers: offers, instances: map[int64]*Instance{}, nextID: 31000001,
-		last: map[string]time.Time{}, calls: map[string]int{}}
+		last: map[string]time.Time{}, calls: map[string]int{}, lim: newLimiter(cfg.Limits), refusals: cfg.RefuseDestroys,
+		times: map[string][]time.Time{}}
 }
 
 // Handler routes the API.
@@ -146,26 +180,40 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /api/v0/search/asks/", s.search)
 	mux.HandleFunc("PUT /api/v0/asks/{id}/", s.create)
 	mux.HandleFunc("GET /api/v0/instances/", s.list)
+	mux.HandleFunc("GET /api/v1/instances/", s.listV1)
 	mux.HandleFunc("GET /api/v0/instances/{id}/", s.show)
 	mux.HandleFunc("DELETE /api/v0/instances/{id}/", s.destroy)
 	return s.guard(mux)
 }
 
-// guard checks the key and the per-endpoint rate limit.
+// guard checks the key (Bearer, or ?api_key= as the reference allows) and
+// the per-endpoint rate limit.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			tok, ok = r.URL.Query().Get("api_key"), r.URL.Query().Has("api_key")
+		}
 		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Key)) != 1 {
 			fail(w, http.StatusUnauthorized, "auth_error", "Invalid or missing API key")
 			return
 		}
-		ep := r.Method + " " + endpoint(r.URL.Path)
+		name := endpointName(r)
 		s.mu.Lock()
 		now := s.cfg.Now()
-		prev, seen := s.last[ep]
-		s.last[ep] = now
-		s.calls[ep]++
-		limited := s.cfg.MinInterval > 0 && seen && now.Sub(prev) < s.cfg.MinInterval
+		s.calls[r.Method+" "+endpoint(r.URL.Path)]++
+		s.times[name] = append(s.times[name], now)
+		var limited bool
+		switch {
+		case s.cfg.NoLimits:
+		case s.cfg.MinInterval > 0:
+			ep := r.Method + " " + endpoint(r.URL.Path)
+			prev, seen := s.last[ep]
+			s.last[ep] = now
+			limited = seen && now.Sub(prev) < s.cfg.MinInterval
+		default:
+			limited = !s.lim.allow(name, now)
+		}
 		if limited {
 			s.limited++
 		}
@@ -173,7 +221,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if limited {
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusTooManyRequests)
-			io.WriteString(w, "API requests too frequent: endpoint threshold="+s.cfg.MinInterval.String())
+			io.WriteString(w, "API requests too frequent: endpoint threshold="+name)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -243,25 +291,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "invalid_args", "ask id must be a number")
 		return
 	}
-	var req struct {
-		Image       string            `json:"image"`
-		Label       string            `json:"label"`
-		Disk        float64           `json:"disk"`
-		Runtype     string            `json:"runtype"`
-		Env         map[string]string `json:"env"`
-		Onstart     string            `json:"onstart"`
-		Entrypoint  string            `json:"entrypoint"`
-		Args        []string          `json:"args"`
-		TargetState string            `json:"target_state"`
-		Cancel      bool              `json:"cancel_unavail"`
-	}
+	var req createBody
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		fail(w, http.StatusBadRequest, "invalid_args", "body: "+err.Error())
 		return
 	}
-	if req.Image == "" {
-		fail(w, http.StatusBadRequest, "invalid_args", "image is required")
+	if msg := req.check(); msg != "" {
+		fail(w, http.StatusBadRequest, "invalid_args", msg)
 		return
+	}
+	exposed := 0
+	if ii, ok := s.cfg.Backend.(ImageInspector); ok {
+		exposed, _ = ii.ExposedPorts(r.Context(), req.Image)
 	}
 	s.mu.Lock()
 	idx := -1
@@ -279,9 +320,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	id := s.nextID
 	s.nextID++
 	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
-		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Ports: grantPorts(id)}
+		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(),
+		Ports: grantPorts(id, askedPorts(req.Env), min(s.offers[idx].DirectPortCount, maxOpenPorts)-exposed)}
 	s.instances[id] = in
-	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.Entrypoint, Args: req.Args, Env: map[string]string{},
+	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
 		Ports: in.Ports, GPUs: in.Offer.NumGPUs, Unsafe: in.Offer.Unsafe, APIKey: randomHex(32)}
 	for k, v := range req.Env {
 		if !strings.HasPrefix(k, "-p ") {
@@ -313,11 +355,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "new_contract": id})
 }
 
-// grantPorts picks the 64 identical ports vast grants for 70000…70063: a
-// stable pseudo-random run per instance in 20000–59999.
-func grantPorts(id int64) []int {
+// grantPorts picks the identical ports vast grants for the asked 70000+
+// requests, at most room of them: a stable pseudo-random run per instance
+// in 20000–59999.
+func grantPorts(id int64, asked, room int) []int {
+	n := max(min(asked, room, wire.PortCount), 0)
 	base := 20000 + int(id*193%600)*64
-	ps := make([]int, wire.PortCount)
+	ps := make([]int, n)
 	for i := range ps {
 		ps[i] = base + i
 	}
@@ -338,17 +382,25 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*Instance, bool
 	}
 	in, ok := s.instances[id]
 	if !ok || in.Destroyed {
-		fail(w, http.StatusNotFound, "no_such_instance", fmt.Sprintf("Instance %d not found.", id))
+		fail(w, http.StatusNotFound, "not_found", "Instance not found")
 		return nil, false
 	}
 	return in, true
 }
 
+// show answers a gone instance 200 {"instances": null}, as vast does (the
+// CLI's show instance reads that as "not found or no longer exists").
 func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in, ok := s.lookup(w, r)
-	if !ok {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "invalid_args", "invalid instance_id")
+		return
+	}
+	in, ok := s.instances[id]
+	if !ok || in.Destroyed {
+		writeJSON(w, http.StatusOK, map[string]any{"instances": nil})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"instances": s.view(in)})
@@ -378,6 +430,13 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		return
 	}
+	if s.refusals > 0 {
+		s.refusals--
+		s.mu.Unlock()
+		s.cfg.Log.Info("fakevast: destroy refused", "instance", in.ID)
+		writeJSON(w, http.StatusOK, map[string]any{"success": false, "msg": "Unable to destroy instance right now; try again."})
+		return
+	}
 	in.Destroyed = true
 	for i := range s.offers {
 		if s.offers[i].ID == in.Offer.ID {
@@ -402,6 +461,8 @@ func (s *Server) status(in *Instance) any {
 	switch {
 	case in.StartErr != "" || in.Killed:
 		return "exited"
+	case in.PublicIP != "" && s.exited(in.ID):
+		return "exited" // its process ended
 	case age < s.cfg.StartDelay/2:
 		return nil
 	case age < s.cfg.StartDelay || in.PublicIP == "":

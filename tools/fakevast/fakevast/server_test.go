@@ -65,7 +65,7 @@ func (a api) call(method, path, body string) (int, map[string]any) {
 func TestLifecycle(t *testing.T) {
 	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
 	be := &memBackend{launches: map[int64]Launch{}, stopped: map[int64]bool{}}
-	s := New(Config{Key: "k", StartDelay: 10 * time.Second, Backend: be, Now: clk.Now, Offers: DefaultOffers(2)})
+	s := New(Config{Key: "k", StartDelay: 10 * time.Second, Backend: be, Now: clk.Now, Offers: DefaultOffers(2), NoLimits: true})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	a := api{t, srv.URL, "k"}
@@ -76,7 +76,7 @@ func TestLifecycle(t *testing.T) {
 	if st != 200 || len(offers) != 1 || offers[0].(map[string]any)["host_id"].(float64) != 1002 {
 		t.Fatalf("search: %d %v", st, m)
 	}
-	st, m = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img","label":"rayvast:c:x1","runtype":"args","entrypoint":"/bin/sh","args":["-c","echo hi"],"env":{"A":"1","-p 70000:70000":"1"}}`)
+	st, m = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img","label":"rayvast:c:x1","runtype":"args","onstart":"/bin/sh","args":["-c","echo hi"],"env":{"A":"1","-p 70000:70000":"1","-p 70001:70001":"1","-p 8080:8080":"1"}}`)
 	if st != 200 || m["success"] != true {
 		t.Fatalf("create: %d %v", st, m)
 	}
@@ -96,11 +96,11 @@ func TestLifecycle(t *testing.T) {
 	if in["actual_status"] != "running" || in["public_ipaddr"] != "198.51.100.7" || in["label"] != "rayvast:c:x1" || in["host_id"].(float64) != 1002 {
 		t.Errorf("running instance: %v", in)
 	}
-	if n := len(in["ports"].(map[string]any)); n != 64 {
-		t.Errorf("ports = %d, want 64", n)
+	if n := len(in["ports"].(map[string]any)); n != 2 {
+		t.Errorf("ports = %d, want the 2 identity ports asked for", n)
 	}
 	l := be.launches[id]
-	if l.Env["A"] != "1" || len(l.Env) != 1 || l.Entrypoint != "/bin/sh" || strings.Join(l.Args, " ") != "-c echo hi" || len(l.Ports) != 64 {
+	if l.Env["A"] != "1" || len(l.Env) != 1 || l.Entrypoint != "/bin/sh" || strings.Join(l.Args, " ") != "-c echo hi" || len(l.Ports) != 2 {
 		t.Errorf("launch = %+v", l)
 	}
 	if st, m = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img"}`); st != 400 || m["error"] != "no_such_ask" {
@@ -113,10 +113,11 @@ func TestLifecycle(t *testing.T) {
 	if st, _ = a.call("DELETE", path, ""); st != 200 || !be.stopped[id] {
 		t.Errorf("destroy: %d stopped=%v", st, be.stopped[id])
 	}
-	for _, method := range []string{"GET", "DELETE"} {
-		if st, m = a.call(method, path, ""); st != 404 {
-			t.Errorf("%s gone instance: %d %v, want 404", method, st, m)
-		}
+	if st, m = a.call("GET", path, ""); st != 200 || m["instances"] != nil {
+		t.Errorf("show gone instance: %d %v, want 200 {instances: null}", st, m)
+	}
+	if st, m = a.call("DELETE", path, ""); st != 404 || m["error"] != "not_found" {
+		t.Errorf("destroy gone instance: %d %v, want 404 not_found", st, m)
 	}
 	if st, _ = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img"}`); st != 200 {
 		t.Errorf("offer not free after destroy: %d", st)
@@ -159,7 +160,7 @@ func jsonNum(id int64) string { b, _ := json.Marshal(id); return string(b) }
 // TestSearchShapes: the three documented search shapes give the same
 // answer; a bad operator is a 400 with vast's error body.
 func TestSearchShapes(t *testing.T) {
-	s := New(Config{Key: "k"})
+	s := New(Config{Key: "k", NoLimits: true})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	a := api{t, srv.URL, "k"}
@@ -177,5 +178,81 @@ func TestSearchShapes(t *testing.T) {
 	}
 	if st, m := a.call("POST", "/api/v0/bundles/", `{"num_gpus":{"like":1}}`); st != 400 || m["error"] != "invalid_args" {
 		t.Errorf("bad operator: %d %v", st, m)
+	}
+}
+
+// TestVastLimits: by default the fake keeps vast's documented limits:
+// create 4.5 s apart and 12 s more after a 429, search 10 a minute, show 2
+// s, destroy 3 s; endpoints do not share a limit.
+func TestVastLimits(t *testing.T) {
+	clk := fakeclock.New(time.Unix(1_800_000_000, 0))
+	s := New(Config{Key: "k", Now: clk.Now, Offers: DefaultOffers(20)})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	a := api{t, srv.URL, "k"}
+	create := func(offer int) int {
+		st, _ := a.call("PUT", "/api/v0/asks/"+jsonNum(int64(offer))+"/", `{"image":"img","disk":16}`)
+		return st
+	}
+	if st := create(5001); st != 200 {
+		t.Fatalf("first create: %d", st)
+	}
+	clk.Add(4 * time.Second)
+	if st := create(5002); st != 429 {
+		t.Errorf("create 4 s later: %d, want 429", st)
+	}
+	clk.Add(5 * time.Second) // 5 s after the last try, but inside its 12 s penalty
+	if st := create(5002); st != 429 {
+		t.Errorf("create inside the penalty: %d, want 429", st)
+	}
+	clk.Add(13 * time.Second)
+	if st := create(5002); st != 200 {
+		t.Errorf("create after the penalty: %d, want 200", st)
+	}
+	for i := 0; i < 10; i++ {
+		clk.Add(time.Second)
+		if st, _ := a.call("POST", "/api/v0/bundles/", `{}`); st != 200 {
+			t.Fatalf("search %d of 10 in a minute: %d", i+1, st)
+		}
+	}
+	if st, _ := a.call("POST", "/api/v0/bundles/", `{}`); st != 429 {
+		t.Errorf("11th search in a minute: %d, want 429", st)
+	}
+	clk.Add(time.Minute)
+	if st, _ := a.call("PUT", "/api/v0/search/asks/", `{"q":{}}`); st != 200 {
+		t.Errorf("search a minute later: %d", st)
+	}
+	clk.Add(time.Second)
+	if st, _ := a.call("GET", "/api/v0/instances/31000001/", ""); st != 200 {
+		t.Errorf("show: %d", st)
+	}
+	clk.Add(1500 * time.Millisecond)
+	if st, _ := a.call("GET", "/api/v0/instances/31000002/", ""); st != 429 {
+		t.Errorf("show of another instance 1.5 s later: %d, want 429 (one limit for every id)", st)
+	}
+	if st, _ := a.call("DELETE", "/api/v0/instances/31000001/", "{}"); st != 200 {
+		t.Errorf("destroy: %d", st)
+	}
+	clk.Add(2 * time.Second)
+	if st, _ := a.call("DELETE", "/api/v0/instances/31000002/", "{}"); st != 429 {
+		t.Errorf("destroy 2 s later: %d, want 429", st)
+	}
+}
+
+// TestRefusedDestroy: a refused destroy is 200 {"success": false} and
+// leaves the instance billing; the next one destroys it.
+func TestRefusedDestroy(t *testing.T) {
+	s := New(Config{Key: "k", NoLimits: true, RefuseDestroys: 1})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	a := api{t, srv.URL, "k"}
+	if st, _ := a.call("PUT", "/api/v0/asks/5001/", `{"image":"img","disk":16}`); st != 200 {
+		t.Fatal(st)
+	}
+	if st, m := a.call("DELETE", "/api/v0/instances/31000001/", "{}"); st != 200 || m["success"] != false || len(s.Live()) != 1 {
+		t.Errorf("first destroy: %d %v live=%d, want refused", st, m, len(s.Live()))
+	}
+	if st, m := a.call("DELETE", "/api/v0/instances/31000001/", "{}"); st != 200 || m["success"] != true || len(s.Live()) != 0 {
+		t.Errorf("second destroy: %d %v live=%d", st, m, len(s.Live()))
 	}
 }
