@@ -309,7 +309,11 @@ func newProvider(name string, pc *wire.ProviderConfig, block *blocklist.List, o 
 	case "none", "":
 		return nil, nil
 	case "docker":
-		return docker.New(o) // its errors say "docker provider: …"
+		var net docker.NetOptions // the block's knobs of vast's network; the env's win
+		if pc != nil && pc.Kind == "docker" {
+			net = docker.NetOptions{Hairpin: pc.Hairpin, PerIP: pc.PerIP}
+		}
+		return docker.NewWithNet(o, net) // its errors say "docker provider: …"
 	case "vast":
 		if pc != nil && pc.Kind == "vast" {
 			p, err := vast.NewFromSettings(o, block, *pc)

@@ -64,3 +64,25 @@ func TestPortsLabel(t *testing.T) {
 		t.Error("EndpointFrom without a public IP: ok")
 	}
 }
+
+// TestNetOptionsFromEnv: the environment's knobs win over the config's and
+// bad values are refused with the variable's name.
+func TestNetOptionsFromEnv(t *testing.T) {
+	o := NetOptions{Hairpin: true, PerIP: 3}
+	if err := netOptionsFromEnv(&o); err != nil || o != (NetOptions{Hairpin: true, PerIP: 3}) {
+		t.Errorf("no env: %+v, %v; want the block's", o, err)
+	}
+	t.Setenv(EnvHairpin, "0")
+	t.Setenv(EnvPerIP, "2")
+	if err := netOptionsFromEnv(&o); err != nil || o != (NetOptions{PerIP: 2}) {
+		t.Errorf("env 0, 2: %+v, %v", o, err)
+	}
+	for k, v := range map[string]string{EnvHairpin: "maybe", EnvPerIP: "17"} {
+		t.Run(k, func(t *testing.T) {
+			t.Setenv(k, v)
+			if err := netOptionsFromEnv(&NetOptions{}); err == nil || !strings.Contains(err.Error(), k) {
+				t.Errorf("%s=%s: %v, want an error naming it", k, v, err)
+			}
+		})
+	}
+}

@@ -96,13 +96,20 @@ var _ provider.Provider = (*Provider)(nil)
 
 // New is the head's factory for `--provider docker`.
 func New(opts provider.Options) (provider.Provider, error) {
+	return NewWithNet(opts, NetOptions{})
+}
+
+// NewWithNet is New with the knobs of vast's network from the config's
+// provider block (RAYVAST_DOCKER_HAIRPIN and RAYVAST_DOCKER_PER_IP, when
+// set, win).
+func NewWithNet(opts provider.Options, net NetOptions) (provider.Provider, error) {
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg := Config{
 		Engine: dockerengine.New(""), Cluster: opts.Cluster, StateDir: opts.StateDir,
-		HeadIP: opts.HeadIP, Image: os.Getenv(EnvImage), Log: log,
+		HeadIP: opts.HeadIP, Image: os.Getenv(EnvImage), Net: net, Log: log,
 	}
 	for _, t := range strings.Split(os.Getenv(EnvUnsafeNodeTypes), ",") {
 		if t = strings.TrimSpace(t); t != "" {
