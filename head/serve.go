@@ -35,7 +35,6 @@ import (
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/head/statedir"
-	"github.com/rayvast/rayvast/internal/portcheck"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -43,6 +42,7 @@ type serveFlags struct {
 	state, config, agent, shim, bootloader string
 	listenA, listenB, provider, logLevel   string
 	firewall                               string
+	retention                              time.Duration
 }
 
 // Refusal rate limit per source IP: a burst of 10 (SPEC §6), then one more
@@ -69,6 +69,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.provider, "provider", "none", "none (external provider via the admin API), docker or vast")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast_<app id prefix>): on, off, or auto (on with --provider vast)")
+	fs.DurationVar(&f.retention, "ended-retention", registry.DefaultRetention, "how long ended candidates stay listed before they are pruned")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
 			"Serves port A (/bootstrap, /ca.pem, /enroll), port B (/heartbeat, /report) and\n"+
@@ -155,10 +156,11 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		return fmt.Errorf("config cluster %q differs from the state dir's %q (head init --cluster); rentals are labelled with it, keep one name", cluster, st.Cluster)
 	}
 
-	reg, err := registry.Open(registry.Config{Path: st.Path(statedir.Registry), Log: log})
+	reg, closeState, err := openState(st, log)
 	if err != nil {
 		return err
 	}
+	defer closeState()
 	block := blocklist.New(time.Now)
 	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
 	if err != nil {
@@ -195,10 +197,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
 		Metrics: m, Destroy: driver.Destroy, Log: log.With("port", "B")})
 	enr := enroll.New(enroll.Config{
-		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil),
-		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {
-			return portcheck.Check(ctx, portcheck.CheckConfig{}, ip, ports, key)
-		},
+		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: boundedPortCheck(maxPortChecks),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
 		Log: log.With("port", "A"),
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,
@@ -239,14 +238,15 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 			// Idle 90 s: long enough to keep a node's connection across 30 s
 			// heartbeats, short enough that idle strangers do not pile up.
 			WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
-			TLSConfig: nodeapi.TLSConfig(st.ServerCert)}, lnB},
+			TLSConfig: nodes.TLSConfig(st.ServerCert)}, lnB},
 		{"admin", &http.Server{Handler: adm.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 			ErrorLog: errLog}, lnAdmin},
 	}
 
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
-	loops.Add(2)
+	loops.Add(3)
+	go func() { defer loops.Done(); pruneEnded(loopCtx, reg, f.retention, m, log) }()
 	go func() { defer loops.Done(); nodes.WatchLost(loopCtx, driver.Destroy) }()
 	go func() {
 		defer loops.Done()

@@ -37,7 +37,9 @@ func retryable(status int) bool {
 }
 
 // Enroll POSTs req to url once. A 200 is decoded strictly into the bundle;
-// 5xx/429 and network errors are *backoff.TransientError; other statuses *Refusal.
+// 5xx/429, network errors, timeouts and a 200 that does not decode are
+// *backoff.TransientError (the caller retries the same request: same token,
+// same port_key); other statuses *Refusal.
 func Enroll(ctx context.Context, hc *http.Client, url string, req wire.EnrollRequest) (wire.EnrollResponse, error) {
 	var out wire.EnrollResponse
 	body, err := json.Marshal(req)
@@ -57,7 +59,10 @@ func Enroll(ctx context.Context, hc *http.Client, url string, req wire.EnrollReq
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		if err := wire.Decode(resp.Body, maxBundle, &out); err != nil {
-			return out, fmt.Errorf("enroll: decode bundle: %w", err)
+			// Most likely the answer was cut (the head stopped while
+			// writing it): the head answers the same request again with a
+			// fresh certificate (SPEC §6 step 2 Retries).
+			return out, backoff.Transient("enroll", fmt.Errorf("decode bundle: %w", err))
 		}
 		if out.Version != wire.Version {
 			return out, fmt.Errorf("enroll: bundle version %d not supported", out.Version)

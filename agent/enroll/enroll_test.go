@@ -140,6 +140,9 @@ func okBundle() wire.EnrollResponse {
 
 // TestEnrollRetries proves which answers are retried (network errors,
 // 5xx, 429) and which end enrollment at once (403 and other 4xx).
+// cutAnswer stands for a 200 whose body ends early.
+const cutAnswer = -1
+
 func TestEnrollRetries(t *testing.T) {
 	ca := newCA(t)
 	for _, c := range []struct {
@@ -154,6 +157,7 @@ func TestEnrollRetries(t *testing.T) {
 		{"403 refused is final", []int{403}, 1, "403 refused"},
 		{"403 after a 503 is final", []int{503, 403, 503}, 2, "403 refused"},
 		{"400 is final", []int{400}, 1, "status 400"},
+		{"200 cut short (head killed mid-answer) then 200", []int{cutAnswer}, 2, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var calls atomic.Int32
@@ -162,7 +166,16 @@ func TestEnrollRetries(t *testing.T) {
 				if err := wire.Decode(r.Body, wire.MaxBody, &req); err != nil || r.Method != http.MethodPost {
 					t.Errorf("bad request: %v", err)
 				}
+				if req.JoinToken != "tok" || req.PortKey != "key" {
+					t.Errorf("a retry changed the token or port_key: %q %q", req.JoinToken, req.PortKey)
+				}
 				n := int(calls.Add(1)) - 1
+				if n < len(c.statuses) && c.statuses[n] == cutAnswer {
+					w.Header().Set("Content-Length", "4096")
+					w.WriteHeader(200)
+					w.Write([]byte(`{"version":2,"node_cert":"-----BEGIN`))
+					return
+				}
 				if n < len(c.statuses) {
 					w.WriteHeader(c.statuses[n])
 					if c.statuses[n] == 403 {
@@ -177,7 +190,7 @@ func TestEnrollRetries(t *testing.T) {
 			hc := HTTPClient(TLSConfig(ca.cert, addr.Addr(), nil), 5*time.Second)
 			url := "https://" + addr.String() + "/enroll"
 			got, err := backoff.Retry(context.Background(), cfg, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
-				return Enroll(ctx, hc, url, wire.EnrollRequest{Version: 2, InstanceID: "i"})
+				return Enroll(ctx, hc, url, wire.EnrollRequest{Version: 2, InstanceID: "i", JoinToken: "tok", PortKey: "key"})
 			})
 			if calls.Load() != c.wantCalls {
 				t.Errorf("calls = %d, want %d", calls.Load(), c.wantCalls)

@@ -210,6 +210,13 @@ func TestNoSecretInLogs(t *testing.T) {
 	}
 }
 
+// otherPortKey is req from someone else holding the token: a port_key
+// other than the one that consumed it (the same one is a retry, §6 step 2).
+func otherPortKey(req wire.EnrollRequest) wire.EnrollRequest {
+	req.PortKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
+	return req
+}
+
 func req64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 // TestRefusalsIdentical: the four refusals before a valid token answer the
@@ -232,7 +239,7 @@ func TestRefusalsIdentical(t *testing.T) {
 		{"ended", "127.0.9.2", a2.Request("same-2", tok2.Reveal(), 1)},
 		{"source ip", "127.0.9.9", a.Request("same-1", tok.Reveal(), 1)},
 		{"token", "127.0.9.1", a.Request("same-1", strings.Repeat("D", 43), 1)},
-		{"enrolled", "127.0.9.3", a3.Request("same-3", tok3.Reveal(), 0)},
+		{"enrolled", "127.0.9.3", otherPortKey(a3.Request("same-3", tok3.Reveal(), 0))},
 	} {
 		b, _ := json.Marshal(c.req)
 		req, _ := http.NewRequest("POST", h.url+"/enroll", bytes.NewReader(b))

@@ -126,7 +126,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	// Steps 2 and 3: refusals, then the token is consumed atomically. Only
 	// a refusal is rate-limited: vast hosts share public IPs, so a co-tenant
 	// collecting refusals must not lock the real candidate out.
-	cl, err := s.cfg.Registry.Claim(req.InstanceID, ip, tok)
+	cl, err := s.cfg.Registry.Claim(req.InstanceID, ip, tok, portKey)
 	var re *registry.RefusalError
 	if errors.As(err, &re) {
 		m.Refusal("enroll", re.Reason)
@@ -145,6 +145,9 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	}
 	c := cl.Candidate
 	log := s.cfg.Log.With("candidate", c.CandidateID, "instance", c.InstanceID, "host", c.HostID)
+	if cl.Reissue {
+		return s.reissue(w, &req, cl, log)
+	}
 
 	// Steps 4–8: the token was good; a failure now destroys the candidate.
 	reason, class := s.judge(r.Context(), &req, c, portKey, log)

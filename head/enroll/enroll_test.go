@@ -179,9 +179,26 @@ func TestEnrollSuccess(t *testing.T) {
 	if n, ok := h.reg.Live("inst-ok"); !ok || n.Serial != pki.SerialHex(cert.SerialNumber) {
 		t.Errorf("node serial %q, cert serial %s", n.Serial, pki.SerialHex(cert.SerialNumber))
 	}
-	// Step 2: already enrolled → the refusal bytes.
-	if st, body := h.post(t, "127.0.0.5", a.Request("inst-ok", tok.Reveal(), 1)); st != 403 || body != `{"error":"refused"}` {
-		t.Errorf("second enroll: %d %s", st, body)
+	// Step 2: already enrolled → the refusal bytes, unless it is the same
+	// agent retrying (same token and port_key): a fresh certificate.
+	if st, body := h.post(t, "127.0.0.5", otherPortKey(a.Request("inst-ok", tok.Reveal(), 1))); st != 403 || body != `{"error":"refused"}` {
+		t.Errorf("second enroll with another port_key: %d %s", st, body)
+	}
+	st, body = h.post(t, "127.0.0.5", a.Request("inst-ok", tok.Reveal(), 1))
+	if st != 200 {
+		t.Fatalf("retry by the same agent: %d %s", st, body)
+	}
+	var again wire.EnrollResponse
+	if err := wire.Decode(strings.NewReader(body), 1<<20, &again); err != nil {
+		t.Fatal(err)
+	}
+	kp2, err := fakeagent.KeyPair(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert2, _ := x509.ParseCertificate(kp2.Certificate[0])
+	if n, _ := h.reg.Live("inst-ok"); n.Serial != pki.SerialHex(cert2.SerialNumber) || n.Serial == pki.SerialHex(cert.SerialNumber) {
+		t.Errorf("after the retry the node's serial is %s, want the new %s (old %s)", n.Serial, pki.SerialHex(cert2.SerialNumber), pki.SerialHex(cert.SerialNumber))
 	}
 	if strings.Contains(h.logs.String(), tok.Reveal()) || strings.Contains(h.logs.String(), clusterToken.Reveal()) {
 		t.Error("log contains a secret")

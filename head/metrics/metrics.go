@@ -36,7 +36,12 @@ type Metrics struct {
 	heartbeats  uint64
 	reports     uint64
 	healthPolls map[string]uint64 // ok / fail
+	pruned      uint64
 }
+
+// Pruned counts ended candidates dropped from the registry after the
+// retention period (their gauges stop counting them).
+func (m *Metrics) Pruned(n int) { m.mu.Lock(); m.pruned += uint64(n); m.mu.Unlock() }
 
 func inc[K comparable](m *map[K]uint64, k K) {
 	if *m == nil {
@@ -131,6 +136,8 @@ func (m *Metrics) Write(w io.Writer, cands []wire.Candidate, nodes []wire.Node) 
 	fmt.Fprintf(&b, "rayvast_reports_total %d\n", m.reports)
 	header(&b, "rayvast_health_polls_total", "counter", "Guest API health polls by result.")
 	writeMap(&b, "rayvast_health_polls_total", "result", m.healthPolls)
+	header(&b, "rayvast_candidates_pruned_total", "counter", "Ended candidates dropped after the retention period.")
+	fmt.Fprintf(&b, "rayvast_candidates_pruned_total %d\n", m.pruned)
 	m.mu.Unlock()
 	_, err := io.WriteString(w, b.String())
 	return err

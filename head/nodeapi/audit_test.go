@@ -1,11 +1,13 @@
 package nodeapi
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -69,5 +71,31 @@ func TestHeartbeatRayState(t *testing.T) {
 		if st, body := p.post(t, "127.0.3.1", &c1, "/heartbeat", h); st != 200 {
 			t.Errorf("ray.state %q: %d %s, want 200", state, st, body)
 		}
+	}
+}
+
+// TestChainVerifiedOncePerConnection: heartbeats on one kept-alive
+// connection verify the chain once; a certificate that expires while the
+// connection stays open is refused from then on with the same 403.
+func TestChainVerifiedOncePerConnection(t *testing.T) {
+	p := newPortB(t)
+	c1, _ := p.enroll(t, "i1", "127.0.3.1")
+	client := fakeagent.Client("127.0.3.1", p.ca.Pool(), &c1)
+	for i := range 5 {
+		st, out, err := fakeagent.Post(context.Background(), client, p.url+"/heartbeat", hb("i1"))
+		if err != nil || st != 200 {
+			t.Fatalf("heartbeat %d: %d %s %v", i, st, out, err)
+		}
+	}
+	p.srv.v.mu.Lock()
+	n := p.srv.v.count
+	p.srv.v.mu.Unlock()
+	if n != 1 {
+		t.Errorf("chain verified %d times for 5 heartbeats on one connection, want 1", n)
+	}
+	p.clk.Add(400 * 24 * time.Hour) // past the node certificate's lifetime
+	st, out, err := fakeagent.Post(context.Background(), client, p.url+"/heartbeat", hb("i1"))
+	if err != nil || st != 403 || string(out) != `{"error":"forbidden"}` {
+		t.Errorf("expired during the connection: %d %s %v, want 403 forbidden", st, out, err)
 	}
 }

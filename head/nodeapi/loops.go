@@ -14,23 +14,42 @@ type HealthChecker interface {
 	Check(ctx context.Context, ip string, port int, token string) error
 }
 
-// WatchLost marks nodes lost after 3 silent intervals and hands each to
-// destroy, until ctx ends. It looks a few times per interval.
+// WatchLost marks nodes lost after 3 intervals in which the head could hear
+// them and hands each to destroy, until ctx ends. It looks a few times per
+// interval; a tick that comes late or with the wall clock moved gives every
+// node a fresh grace first (StallWatch).
 func (s *Server) WatchLost(ctx context.Context, destroy func(candidateID, reason string)) {
-	t := time.NewTicker(max(s.cfg.Interval/4, 50*time.Millisecond))
+	period := max(s.cfg.Interval/4, 50*time.Millisecond)
+	t := time.NewTicker(period)
 	defer t.Stop()
+	w, start := NewStallWatch(period), time.Now()
+	s.SweepAt(w, time.Now(), 0, destroy)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.SweepLost(destroy)
+			s.SweepAt(w, time.Now(), time.Since(start), destroy)
 		}
 	}
 }
 
-// SweepLost runs one lost sweep.
+// SweepAt runs one lost sweep at a tick of w (wall and monotonic time).
+func (s *Server) SweepAt(w *StallWatch, wall time.Time, mono time.Duration, destroy func(candidateID, reason string)) {
+	if w.Tick(wall, mono) {
+		s.cfg.Registry.Grace()
+		s.cfg.Log.Info("every node gets a fresh grace of 3 intervals: the head could not hear heartbeats for a while (start, stall or clock jump)")
+	}
+	s.SweepLost(destroy)
+}
+
+// SweepLost runs one lost sweep, and destroys candidates whose interrupted
+// enrollment was not retried in time.
 func (s *Server) SweepLost(destroy func(candidateID, reason string)) {
+	for _, id := range s.cfg.Registry.ExpireInterrupted() {
+		s.cfg.Log.Warn("interrupted enrollment not retried in time", "candidate", id)
+		destroy(id, "enrollment_interrupted")
+	}
 	lost, err := s.cfg.Registry.SweepLost(s.cfg.Interval)
 	if err != nil {
 		s.cfg.Log.Error("save lost nodes", "err", err)

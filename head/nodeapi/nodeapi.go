@@ -5,7 +5,6 @@
 package nodeapi
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/rayvast/rayvast/head/answer"
 	"github.com/rayvast/rayvast/head/metrics"
@@ -40,6 +40,7 @@ type Server struct {
 	cfg    Config
 	mu     sync.Mutex
 	tokens map[string]secret.String // latest health token per instance, memory only
+	v      verdicts                 // chain verdicts by connection (verify.go)
 }
 
 // New returns a Server; Metrics, Log and Now default when nil.
@@ -53,19 +54,7 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, tokens: map[string]secret.String{}}
-}
-
-// TLSConfig is port B's TLS: the head's serving certificate, and a client
-// certificate requested on every connection. The chain is verified per
-// request (with the head's clock), so every failure answers the same 403
-// instead of a bare handshake error.
-func TLSConfig(cert tls.Certificate) *tls.Config {
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequestClientCert,
-		MinVersion:   tls.VersionTLS12,
-	}
+	return &Server{cfg: cfg, tokens: map[string]secret.String{}, v: verdicts{m: map[weak.Pointer[x509.Certificate]]verdict{}}}
 }
 
 // Handler routes port B.
@@ -91,12 +80,7 @@ func (s *Server) authorize(r *http.Request) (string, error) {
 		return "", s.forbidden("no_client_cert", nil)
 	}
 	leaf := r.TLS.PeerCertificates[0]
-	inter := x509.NewCertPool()
-	for _, c := range r.TLS.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.cfg.CA, Intermediates: inter, CurrentTime: s.cfg.Now(),
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if err := s.verifyChain(r.TLS.PeerCertificates); err != nil {
 		return "", s.forbidden("bad_client_cert", err)
 	}
 	id, err := pki.InstanceID(leaf)

@@ -15,6 +15,7 @@ import (
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -42,7 +43,7 @@ func newPortB(t testing.TB) *portB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: s.Handler(), TLSConfig: TLSConfig(tls.Certificate{Certificate: [][]byte{sc.Cert.Raw}, PrivateKey: key})}
+	hs := &http.Server{Handler: s.Handler(), TLSConfig: s.TLSConfig(tls.Certificate{Certificate: [][]byte{sc.Cert.Raw}, PrivateKey: key})}
 	go hs.ServeTLS(ln, "", "")
 	t.Cleanup(func() { hs.Close() })
 	return &portB{url: "https://" + ln.Addr().String(), ca: ca, reg: reg, srv: s, clk: clk}
@@ -55,7 +56,7 @@ func (p *portB) enroll(t testing.TB, inst, ip string) (tls.Certificate, wire.Can
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := p.reg.Claim(inst, ip, tok)
+	cl, err := p.reg.Claim(inst, ip, tok, secret.NewBytes(make([]byte, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +251,71 @@ func TestHealthPolls(t *testing.T) {
 	p.srv.PollOnce(context.Background(), fc, 3)
 	if n, _ := p.reg.Node("i1"); n.Health != wire.HealthHealthy {
 		t.Errorf("after a success: %s", n.Health)
+	}
+}
+
+// TestNoLossAfterStallOrJump: a stall of the head (the monotonic gap between
+// sweep ticks) or a wall clock jump gives every node 3 fresh intervals; a
+// node silent while the head ticks normally is still lost after 3.
+func TestNoLossAfterStallOrJump(t *testing.T) {
+	const period = 10 * time.Second / 4 // newPortB: 10 s interval
+	for _, c := range []struct {
+		name       string
+		wall, mono time.Duration
+	}{
+		{"stall 130s", 130 * time.Second, 130 * time.Second},
+		{"clock jump +2h", 2 * time.Hour, period},
+		{"clock jump -1h", -time.Hour, period},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPortB(t)
+			p.enroll(t, "i1", "127.0.3.1")
+			var destroyed []string
+			destroy := func(id, reason string) { destroyed = append(destroyed, id) }
+			w := NewStallWatch(period)
+			mono := time.Duration(0)
+			tick := func(wall, m time.Duration) {
+				p.clk.Add(wall)
+				mono += m
+				p.srv.SweepAt(w, p.clk.Now(), mono, destroy)
+			}
+			tick(0, 0)
+			tick(period, period)
+			tick(c.wall, c.mono)
+			for range 11 { // 2.75 intervals of normal ticks
+				tick(period, period)
+			}
+			if len(destroyed) != 0 {
+				t.Fatalf("lost %v within 3 intervals after the %s", destroyed, c.name)
+			}
+			tick(period, period)
+			if len(destroyed) != 1 {
+				t.Fatalf("destroyed %v 3 intervals after the %s, want the silent node", destroyed, c.name)
+			}
+		})
+	}
+}
+
+func TestStallWatch(t *testing.T) {
+	w := NewStallWatch(time.Second)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		wall, mono time.Duration
+		want       bool
+	}{
+		{0, 0, true}, // start
+		{time.Second, time.Second, false},
+		{2 * time.Second, 2 * time.Second, false},          // a late tick, within 2 periods
+		{7 * time.Second, 7 * time.Second, true},           // stall
+		{8 * time.Second, 8 * time.Second, false},          //
+		{time.Hour, 9 * time.Second, true},                 // wall jump
+		{time.Hour + time.Second, 10 * time.Second, false}, //
+		{time.Hour - time.Minute, 11 * time.Second, true},  // wall back
+		{time.Hour - time.Minute + 1e9, 12 * time.Second, false},
+	} {
+		if got := w.Tick(t0.Add(c.wall), c.mono); got != c.want {
+			t.Errorf("tick %d (wall %v mono %v): deaf %v, want %v", i, c.wall, c.mono, got, c.want)
+		}
 	}
 }
 

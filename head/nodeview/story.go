@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -41,6 +42,13 @@ func (s Story) Print(w io.Writer) {
 		}
 		line("candidate state", st+", since "+s.when(c.UpdatedAt))
 		line("created", s.when(c.CreatedAt))
+		if c.DPHTotal > 0 {
+			cost := fmt.Sprintf("$%.3f/h", c.DPHTotal)
+			if c.RentedAt != nil {
+				cost += fmt.Sprintf(", $%.4f so far (rented %s)", metrics.Cost(*c, s.Now), s.when(*c.RentedAt))
+			}
+			line("price", cost)
+		}
 	}
 	if n := s.Match.Node; n != nil {
 		if s.Match.Candidate == nil {

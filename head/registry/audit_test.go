@@ -12,7 +12,7 @@ import (
 func enrolled(t *testing.T, r *Registry, inst, ip string) wire.Candidate {
 	t.Helper()
 	c, tok := running(t, r, inst, ip)
-	cl, err := r.Claim(inst, ip, tok)
+	cl, err := r.Claim(inst, ip, tok, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestSlotsFreedOnlyByEnd(t *testing.T) {
 		inst := fmt.Sprintf("try%d", n)
 		ip := fmt.Sprintf("127.0.1.%d", n)
 		c, tok := running(t, r, inst, ip)
-		cl, err := r.Claim(inst, ip, tok)
+		cl, err := r.Claim(inst, ip, tok, testKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestReenrolledInstanceOldSerialDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := r.Claim("x", "127.0.0.5", tok)
+	cl, err := r.Claim("x", "127.0.0.5", tok, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}

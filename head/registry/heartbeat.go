@@ -8,7 +8,8 @@ import (
 
 // Heartbeat records a heartbeat of a live node and says what the node should
 // do: "stop" once the head has given up on it (lost, or its candidate is
-// being destroyed). A node that is unknown or ended gets ErrNotFound.
+// being destroyed). A node that is unknown or ended gets ErrNotFound. It
+// writes nothing to disk: heartbeats are memory only.
 func (r *Registry) Heartbeat(hb wire.Heartbeat) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -40,28 +41,95 @@ func (r *Registry) Live(instanceID string) (wire.Node, bool) {
 	return copyNode(n), true
 }
 
+// Grace restarts every node's count of silent intervals now: the head could
+// not hear heartbeats for a while (it was stopped, stalled, or its clock
+// jumped), so silence until now proves nothing about the nodes.
+func (r *Registry) Grace() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.cfg.Now()
+	for id := range r.lastSeen {
+		r.lastSeen[id] = now
+	}
+}
+
 // SweepLost marks lost every enrolled node whose last heartbeat (or the
-// head's start, whichever is later) is 3 intervals old, and returns them so
-// the caller can have them destroyed.
+// last Grace, whichever is later) is 3 intervals old, and returns them so
+// the caller can have them destroyed. A node whose candidate has a write in
+// flight waits for the next sweep.
 func (r *Registry) SweepLost(interval time.Duration) ([]wire.Node, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.cfg.Now()
-	var lost []wire.Node
+	var nodes []*wire.Node
+	var cands []*candidate
 	for id, n := range r.nodes {
 		if n.State != wire.StateEnrolled || now.Sub(r.lastSeen[id]) < 3*interval {
 			continue
 		}
-		n.State = wire.StateLost
-		if c := r.candidates[n.CandidateID]; c != nil && c.State == wire.StateEnrolled {
-			c.State, c.Reason, c.UpdatedAt = wire.StateLost, "no heartbeat for 3 intervals", now.UTC()
+		if _, busy := r.writing[n.CandidateID]; busy {
+			continue
 		}
-		lost = append(lost, copyNode(n))
+		r.writing[n.CandidateID] = make(chan struct{})
+		cp := copyNode(n)
+		cp.State = wire.StateLost
+		nodes = append(nodes, &cp)
+		if c := r.candidates[n.CandidateID]; c != nil && c.State == wire.StateEnrolled {
+			next := *c
+			next.State, next.Reason, next.UpdatedAt = wire.StateLost, "no heartbeat for 3 intervals", now.UTC()
+			cands = append(cands, &next)
+		}
 	}
-	if len(lost) == 0 {
+	if len(nodes) == 0 {
 		return nil, nil
 	}
-	return lost, r.saveLocked()
+	defer func() {
+		for _, n := range nodes {
+			r.end(n.CandidateID)
+		}
+	}()
+	err := r.commit("lost", func(w writer) error {
+		for _, n := range nodes {
+			if err := w.putNode(n); err != nil {
+				return err
+			}
+		}
+		for _, c := range cands {
+			if err := w.putCandidate(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	lost := make([]wire.Node, 0, len(nodes))
+	for _, n := range nodes {
+		r.setNode(n)
+		lost = append(lost, copyNode(n))
+	}
+	for _, c := range cands {
+		r.setCandidate(c)
+	}
+	return lost, nil
+}
+
+// ExpireInterrupted returns the candidates whose interrupted enrollment was
+// not retried within RetryWindow of its token's consumption: nobody can
+// finish them now, so the caller destroys them.
+func (r *Registry) ExpireInterrupted() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.cfg.Now()
+	var out []string
+	for id := range r.resumable {
+		if c := r.candidates[id]; c == nil || now.Sub(c.ConsumedAt) >= RetryWindow {
+			delete(r.resumable, id)
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // SetHealth records one health poll: a failure counts up, a success resets.

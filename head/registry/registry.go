@@ -1,22 +1,21 @@
 // Package registry is the head's durable state: candidates, nodes and the
 // certificate serials issued to them (SPEC §6–§8). Every change that matters
-// after a restart is written to one JSON file atomically (temp file, fsync,
-// rename, fsync dir) before the call returns. Join tokens are kept only as
-// SHA-256 hashes. Heartbeat details and health live in memory: a restarted
-// head gives every node a fresh grace period instead.
+// after a restart is committed to a bbolt store (store.go) before the call
+// returns; the disk write runs outside the mutex that reads and heartbeats
+// take, and a failed write changes nothing in memory. Join tokens and port
+// keys are kept only as SHA-256 hashes. Heartbeat details and health live in
+// memory: a restarted head gives every node a fresh grace period instead.
 package registry
 
 import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -48,31 +47,63 @@ const (
 	RefuseInFlight = "in_flight"
 )
 
+// RetryWindow is how long after consuming a token the same agent (same
+// token, same port_key, same source IP) may retry a lost answer (SPEC §6
+// step 2 Retries).
+const RetryWindow = 10 * time.Minute
+
+// DefaultRetention is how long ended candidates stay listed before Prune
+// drops them.
+const DefaultRetention = 7 * 24 * time.Hour
+
 // Config builds a Registry.
 type Config struct {
-	Path string // state file; "" keeps state in memory only
-	Now  func() time.Time
-	Rand io.Reader
-	Log  *slog.Logger
+	Path string // the store (bbolt file); "" keeps state in memory only
+	// LegacyPath is a v1 state.json migrated into a new store, then renamed
+	// to LegacyPath.migrated.
+	LegacyPath string
+	// StoreID is the id this state dir's store was made with (recorded in
+	// head.json once the head has served); "" for a state dir that never
+	// served. A store that is missing, empty or another's fails Open with
+	// ErrNoStore instead of starting as a new cluster.
+	StoreID string
+	Now     func() time.Time
+	Rand    io.Reader
+	Log     *slog.Logger
+	// Hook, if set, is called at named points of every change
+	// ("claim:before-write", "claim:after-write", "slot", "end:…", …): the
+	// crash tests stop the head there.
+	Hook func(point string)
 }
 
 // Registry is safe for concurrent use.
 type Registry struct {
-	cfg Config
+	cfg     Config
+	store   *store
+	storeID string
 
 	mu         sync.Mutex
 	candidates map[string]*candidate // by candidate id
+	byInstance map[string]string     // instance id -> live candidate id (or one being created)
 	nodes      map[string]*wire.Node // by instance id
 	serials    []IssuedSerial
-	lastSeen   map[string]time.Time // by instance id, in memory
-	inFlight   map[string]string    // candidate id -> node type, claims holding a slot or not
-	slotHeld   map[string]bool      // candidate id -> claim holds a slot
+	lastSeen   map[string]time.Time     // by instance id, in memory
+	inFlight   map[string]string        // candidate id -> node type, claims holding a slot or not
+	slotHeld   map[string]bool          // candidate id -> claim holds a slot
+	resumable  map[string]bool          // consumed, not completed, no enrollment running: a retry resumes
+	writing    map[string]chan struct{} // candidate id -> closed when its write in flight ends
+	pruned     int64
 }
 
 type candidate struct {
 	wire.Candidate
-	TokenHash string `json:"token_hash,omitempty"` // hex SHA-256; empty once the token is dead
+	TokenHash string `json:"token_hash,omitempty"` // hex SHA-256 of the unused token; empty once consumed or dead
 	Consumed  bool   `json:"consumed,omitempty"`
+	// The consumption, for retries of a lost answer; cleared when the
+	// candidate ends.
+	ConsumedHash string    `json:"consumed_token_hash,omitempty"`
+	PortKeyHash  string    `json:"port_key_hash,omitempty"`
+	ConsumedAt   time.Time `json:"consumed_at,omitzero"`
 }
 
 // IssuedSerial records one node certificate.
@@ -82,16 +113,10 @@ type IssuedSerial struct {
 	IssuedAt   time.Time `json:"issued_at"`
 }
 
-type snapshot struct {
-	Version    int            `json:"version"`
-	Candidates []*candidate   `json:"candidates"`
-	Nodes      []*wire.Node   `json:"nodes"`
-	Serials    []IssuedSerial `json:"serials"`
-}
-
-// Open loads the state file if it exists. A candidate whose token was
-// consumed by an enrollment the head did not finish before it stopped cannot
-// enroll any more: it is marked destroy_requested.
+// Open loads the store, or makes it (migrating a v1 state.json) when the
+// state dir never served. A candidate whose token was consumed by an
+// enrollment the head did not finish may resume within RetryWindow of the
+// consumption (the agent retries); older ones are marked destroy_requested.
 func Open(cfg Config) (*Registry, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -105,22 +130,94 @@ func Open(cfg Config) (*Registry, error) {
 	r := &Registry{
 		cfg:        cfg,
 		candidates: map[string]*candidate{},
+		byInstance: map[string]string{},
 		nodes:      map[string]*wire.Node{},
 		lastSeen:   map[string]time.Time{},
 		inFlight:   map[string]string{},
 		slotHeld:   map[string]bool{},
+		resumable:  map[string]bool{},
+		writing:    map[string]chan struct{}{},
 	}
-	snap, err := load(cfg.Path)
+	if cfg.Path == "" {
+		return r, nil
+	}
+	snap, err := r.openStore()
 	if err != nil {
 		return nil, err
 	}
-	now := cfg.Now()
-	dirty := false
+	if err := r.restore(snap); err != nil {
+		r.store.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// openStore opens (or makes) the store and checks it is this state dir's.
+func (r *Registry) openStore() (*snapshot, error) {
+	st, err := openStore(r.cfg.Path, r.cfg.StoreID != "")
+	if err != nil {
+		return nil, err
+	}
+	id, err := st.storeID()
+	if err == nil && id == "" && r.cfg.StoreID == "" {
+		id, err = r.createStore(st)
+	}
+	if err == nil && r.cfg.StoreID != "" && id != r.cfg.StoreID {
+		err = fmt.Errorf("open state %s: %w: holds store %q, the state dir served with %q", r.cfg.Path, ErrNoStore, id, r.cfg.StoreID)
+	}
+	var snap *snapshot
+	if err == nil {
+		snap, err = st.load()
+	}
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	if err := retireLegacy(r.cfg.LegacyPath); err != nil {
+		r.cfg.Log.Warn("v1 state migrated but not renamed", "path", r.cfg.LegacyPath, "err", err)
+	}
+	r.store, r.storeID = st, id
+	return snap, nil
+}
+
+func (r *Registry) createStore(st *store) (string, error) {
+	v1, err := readLegacy(r.cfg.LegacyPath)
+	if err != nil {
+		return "", err
+	}
+	b := make([]byte, 16)
+	if _, err := io.ReadFull(r.cfg.Rand, b); err != nil {
+		return "", fmt.Errorf("new store id: %w", err)
+	}
+	id := hex.EncodeToString(b)
+	if err := st.create(id, v1); err != nil {
+		return "", fmt.Errorf("create state %s: %w", r.cfg.Path, err)
+	}
+	if v1 != nil {
+		r.cfg.Log.Info("migrated v1 state", "from", r.cfg.LegacyPath, "candidates", len(v1.Candidates), "nodes", len(v1.Nodes))
+	}
+	return id, nil
+}
+
+// restore fills memory from the snapshot and settles enrollments the last
+// head left unfinished.
+func (r *Registry) restore(snap *snapshot) error {
+	now := r.cfg.Now()
+	var expired []*candidate
 	for _, c := range snap.Candidates {
 		r.candidates[c.CandidateID] = c
+		if c.InstanceID != "" && isLive(c.State) {
+			r.byInstance[c.InstanceID] = c.CandidateID
+		}
 		if c.Consumed && isLive(c.State) && c.State != wire.StateEnrolled && c.State != wire.StateLost {
-			c.State, c.Reason, c.UpdatedAt = wire.StateDestroyRequested, "enrollment_interrupted", now
-			dirty = true
+			if now.Sub(c.ConsumedAt) < RetryWindow {
+				r.resumable[c.CandidateID] = true
+				continue
+			}
+			n := *c
+			n.State, n.Reason, n.UpdatedAt = wire.StateDestroyRequested, "enrollment_interrupted", now.UTC()
+			n.ConsumedHash, n.PortKeyHash = "", ""
+			expired = append(expired, &n)
 		}
 	}
 	for _, n := range snap.Nodes {
@@ -129,13 +226,33 @@ func Open(cfg Config) (*Registry, error) {
 		r.lastSeen[n.InstanceID] = now
 	}
 	r.serials = snap.Serials
-	if dirty {
-		if err := r.saveLocked(); err != nil {
-			return nil, err
-		}
+	sort.Slice(r.serials, func(i, j int) bool { return r.serials[i].IssuedAt.Before(r.serials[j].IssuedAt) })
+	if len(expired) == 0 {
+		return nil
 	}
-	return r, nil
+	if err := r.store.write(func(w writer) error {
+		for _, c := range expired {
+			if err := w.putCandidate(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, c := range expired {
+		r.candidates[c.CandidateID] = c
+		delete(r.byInstance, c.InstanceID)
+	}
+	return nil
 }
+
+// StoreID is the id of the store ("" in memory): the caller records it in
+// the state dir so a store that vanishes later is noticed.
+func (r *Registry) StoreID() string { return r.storeID }
+
+// Close closes the store.
+func (r *Registry) Close() error { return r.store.close() }
 
 func isLive(state string) bool {
 	return state != wire.StateEnded && state != wire.StateDestroyRequested
@@ -147,172 +264,10 @@ func HashToken(tok secret.String) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// NewCandidate records a candidate and returns it with its new join token
-// (32 random bytes, base64url without padding). Only the token's hash is kept.
-func (r *Registry) NewCandidate(req wire.CandidateRequest) (wire.Candidate, secret.String, error) {
-	if req.InstanceID != "" && !wire.ValidInstanceID(req.InstanceID) {
-		return wire.Candidate{}, secret.String{}, fmt.Errorf("%w: instance_id must be 1-64 of [A-Za-z0-9._-]", ErrInvalid)
-	}
-	if req.PublicIP != "" {
-		if _, err := netip.ParseAddr(req.PublicIP); err != nil {
-			return wire.Candidate{}, secret.String{}, fmt.Errorf("%w: public_ip is not an IP literal", ErrInvalid)
-		}
-	}
-	raw := make([]byte, 32)
-	if _, err := io.ReadFull(r.cfg.Rand, raw); err != nil {
-		return wire.Candidate{}, secret.String{}, fmt.Errorf("new join token: %w", err)
-	}
-	tok := secret.New(base64.RawURLEncoding.EncodeToString(raw))
-	idb := make([]byte, 8)
-	if _, err := io.ReadFull(r.cfg.Rand, idb); err != nil {
-		return wire.Candidate{}, secret.String{}, fmt.Errorf("new candidate id: %w", err)
-	}
-	now := r.cfg.Now().UTC()
-	c := &candidate{
-		Candidate: wire.Candidate{
-			CandidateID: "c-" + hex.EncodeToString(idb), NodeType: req.NodeType,
-			InstanceID: req.InstanceID, PublicIP: canonIP(req.PublicIP), HostID: req.HostID,
-			CreatedAt: now, UpdatedAt: now,
-		},
-		TokenHash: HashToken(tok),
-	}
-	c.State = rentalState(c)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c.InstanceID != "" && r.liveByInstance(c.InstanceID) != nil {
-		return wire.Candidate{}, secret.String{}, fmt.Errorf("%w: instance_id already belongs to a live candidate", ErrConflict)
-	}
-	r.candidates[c.CandidateID] = c
-	if err := r.saveLocked(); err != nil {
-		delete(r.candidates, c.CandidateID)
-		return wire.Candidate{}, secret.String{}, err
-	}
-	return c.Candidate, tok, nil
-}
-
-func canonIP(s string) string {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().String()
-	}
-	return s
-}
-
-// rentalState is the state a not yet enrolled candidate has from what is known.
-func rentalState(c *candidate) string {
-	switch {
-	case c.InstanceID != "" && c.PublicIP != "":
-		return wire.StateRunning
-	case c.InstanceID != "":
-		return wire.StateRented
-	default:
-		return wire.StatePending
-	}
-}
-
-// liveByInstance finds the live candidate holding instance id. Caller holds mu.
-func (r *Registry) liveByInstance(id string) *candidate {
-	for _, c := range r.candidates {
-		if c.InstanceID == id && isLive(c.State) {
-			return c
-		}
-	}
-	return nil
-}
-
-// Patch sets fields of a candidate that are not yet set (SPEC §8 PATCH).
-func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, error) {
-	if p.InstanceID != "" && !wire.ValidInstanceID(p.InstanceID) {
-		return wire.Candidate{}, fmt.Errorf("%w: instance_id must be 1-64 of [A-Za-z0-9._-]", ErrInvalid)
-	}
-	if p.PublicIP != "" {
-		if _, err := netip.ParseAddr(p.PublicIP); err != nil {
-			return wire.Candidate{}, fmt.Errorf("%w: public_ip is not an IP literal", ErrInvalid)
-		}
-	}
-	if !(p.DPHTotal >= 0 && p.DPHTotal < 1000) { // NaN fails both
-		return wire.Candidate{}, fmt.Errorf("%w: dph_total must be 0-1000 $/h", ErrInvalid)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.candidates[id]
-	if c == nil {
-		return wire.Candidate{}, ErrNotFound
-	}
-	if !isLive(c.State) {
-		return wire.Candidate{}, fmt.Errorf("%w: candidate is %s", ErrConflict, c.State)
-	}
-	set := func(field, cur, v string) error {
-		if v != "" && cur != "" && cur != v {
-			return fmt.Errorf("%w: %s is already set", ErrConflict, field)
-		}
-		return nil
-	}
-	if err := errors.Join(set("instance_id", c.InstanceID, p.InstanceID), set("public_ip", c.PublicIP, canonIP(p.PublicIP)), set("host_id", c.HostID, p.HostID)); err != nil {
-		return wire.Candidate{}, err
-	}
-	if p.InstanceID != "" && c.InstanceID == "" {
-		if o := r.liveByInstance(p.InstanceID); o != nil {
-			return wire.Candidate{}, fmt.Errorf("%w: instance_id already belongs to a live candidate", ErrConflict)
-		}
-	}
-	old := *c
-	if p.InstanceID != "" {
-		c.InstanceID = p.InstanceID
-	}
-	if p.PublicIP != "" {
-		c.PublicIP = canonIP(p.PublicIP)
-	}
-	if p.HostID != "" {
-		c.HostID = p.HostID
-	}
-	if p.DPHTotal > 0 {
-		c.DPHTotal = p.DPHTotal
-	}
-	if c.InstanceID != "" && c.RentedAt == nil {
-		t := r.cfg.Now().UTC()
-		c.RentedAt = &t // billing starts: the cost of the candidate counts from here
-	}
-	if c.State == wire.StatePending || c.State == wire.StateRented || c.State == wire.StateRunning {
-		c.State = rentalState(c)
-	}
-	c.UpdatedAt = r.cfg.Now().UTC()
-	if err := r.saveLocked(); err != nil {
-		*c = old
-		return wire.Candidate{}, err
-	}
-	return c.Candidate, nil
-}
-
-// End kills a candidate's token and ends its node, if any: heartbeats are
-// refused from then on. Ending an ended candidate is not an error.
-func (r *Registry) End(id, reason string) (wire.Candidate, error) {
-	return r.finish(id, wire.StateEnded, reason)
-}
-
-// RequestDestroy kills the token and shows the candidate as
-// destroy_requested, for an external provider to end.
-func (r *Registry) RequestDestroy(id, reason string) (wire.Candidate, error) {
-	return r.finish(id, wire.StateDestroyRequested, reason)
-}
-
-func (r *Registry) finish(id, state, reason string) (wire.Candidate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.candidates[id]
-	if c == nil {
-		return wire.Candidate{}, ErrNotFound
-	}
-	if c.State == wire.StateEnded || c.State == state {
-		return c.Candidate, nil
-	}
-	c.State, c.TokenHash, c.UpdatedAt = state, "", r.cfg.Now().UTC()
-	if reason != "" {
-		c.Reason = reason
-	}
-	if n := r.nodes[c.InstanceID]; n != nil && n.CandidateID == c.CandidateID && state == wire.StateEnded {
-		n.State = wire.StateEnded
-	}
-	return c.Candidate, r.saveLocked()
+// HashPortKey is the at-rest form of a port_key.
+func HashPortKey(key secret.Bytes) string {
+	sum := sha256.Sum256(key.Reveal())
+	return hex.EncodeToString(sum[:])
 }
 
 // Candidate returns one candidate.
@@ -329,11 +284,11 @@ func (r *Registry) Candidate(id string) (wire.Candidate, bool) {
 // Candidates lists every candidate, oldest first.
 func (r *Registry) Candidates() []wire.Candidate {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	out := make([]wire.Candidate, 0, len(r.candidates))
 	for _, c := range r.candidates {
 		out = append(out, c.Candidate)
 	}
+	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
@@ -346,11 +301,11 @@ func (r *Registry) Candidates() []wire.Candidate {
 // Nodes lists every node, by instance id.
 func (r *Registry) Nodes() []wire.Node {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	out := make([]wire.Node, 0, len(r.nodes))
 	for _, n := range r.nodes {
 		out = append(out, copyNode(n))
 	}
+	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
 	return out
 }
@@ -379,7 +334,7 @@ func copyNode(n *wire.Node) wire.Node {
 	return c
 }
 
-// Serials lists every node certificate serial issued.
+// Serials lists every node certificate serial issued, oldest first.
 func (r *Registry) Serials() []IssuedSerial {
 	r.mu.Lock()
 	defer r.mu.Unlock()

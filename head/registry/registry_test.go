@@ -64,24 +64,25 @@ func TestClaimRefusals(t *testing.T) {
 		{"source ip", "i1", "127.0.0.9", tok, RefuseSourceIP},
 		{"token", "i1", "127.0.0.5", wrong, RefuseToken},
 	} {
-		_, err := r.Claim(c.inst, c.ip, c.tok)
+		_, err := r.Claim(c.inst, c.ip, c.tok, testKey)
 		var re *RefusalError
 		if !errors.As(err, &re) || re.Reason != c.want {
 			t.Errorf("%s: err = %v, want refusal %s", c.name, err, c.want)
 		}
 	}
-	cl, err := r.Claim("i1", "127.0.0.5", tok)
+	cl, err := r.Claim("i1", "127.0.0.5", tok, testKey)
 	if err != nil {
 		t.Fatalf("refusals burned the token: %v", err)
 	}
-	if _, err := r.Claim("i1", "127.0.0.5", tok); err == nil || !strings.Contains(err.Error(), RefuseInFlight) {
+	if _, err := r.Claim("i1", "127.0.0.5", tok, testKey); err == nil || !strings.Contains(err.Error(), RefuseInFlight) {
 		t.Errorf("second claim while in flight: %v", err)
 	}
 	if _, err := r.Complete(cl, Enrolled{Serial: "ab"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Claim("i1", "127.0.0.5", tok); err == nil || !strings.Contains(err.Error(), RefuseEnrolled) {
-		t.Errorf("claim after enrollment: %v", err)
+	other := secret.NewBytes(make([]byte, 32))
+	if _, err := r.Claim("i1", "127.0.0.5", tok, other); err == nil || !strings.Contains(err.Error(), RefuseEnrolled) {
+		t.Errorf("claim after enrollment with another port_key: %v", err)
 	}
 }
 
@@ -95,7 +96,7 @@ func TestClaimIsAtomic(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := r.Claim("i1", "127.0.0.5", tok); err == nil {
+			if _, err := r.Claim("i1", "127.0.0.5", tok, testKey); err == nil {
 				wins.Add(1)
 			}
 		}()
@@ -111,7 +112,7 @@ func TestSlots(t *testing.T) {
 	var claims []*Claim
 	for i, inst := range []string{"a", "b", "c"} {
 		_, tok := running(t, r, inst, "127.0.0."+string(rune('5'+i)))
-		cl, err := r.Claim(inst, "127.0.0."+string(rune('5'+i)), tok)
+		cl, err := r.Claim(inst, "127.0.0."+string(rune('5'+i)), tok, testKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,12 +135,13 @@ func TestRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	clk := newClock()
 	r := open(t, path, clk)
+	t.Cleanup(func() { r.Close() })
 	_, tok1 := running(t, r, "i1", "127.0.0.5")
 	_, tok2 := running(t, r, "i2", "127.0.0.6")
-	cl, _ := r.Claim("i1", "127.0.0.5", tok1)
+	cl, _ := r.Claim("i1", "127.0.0.5", tok1, testKey)
 	r.Complete(cl, Enrolled{Serial: "0abc"})
 	_, tok3 := running(t, r, "i3", "127.0.0.7")
-	r.Claim("i3", "127.0.0.7", tok3) // interrupted by the restart
+	r.Claim("i3", "127.0.0.7", tok3, testKey) // interrupted by the restart
 
 	raw, _ := os.ReadFile(path)
 	for _, s := range []secret.String{tok1, tok2, tok3} {
@@ -151,6 +153,7 @@ func TestRestart(t *testing.T) {
 		t.Errorf("state file mode %v, want 0600", fi.Mode().Perm())
 	}
 
+	r.Close()
 	r2 := open(t, path, clk)
 	if n, ok := r2.Live("i1"); !ok || n.Serial != "0abc" {
 		t.Errorf("node after restart: %+v %v", n, ok)
@@ -158,12 +161,24 @@ func TestRestart(t *testing.T) {
 	if s := r2.Serials(); len(s) != 1 || s[0].Serial != "0abc" {
 		t.Errorf("serials after restart: %v", s)
 	}
-	if _, err := r2.Claim("i2", "127.0.0.6", tok2); err != nil {
+	if _, err := r2.Claim("i2", "127.0.0.6", tok2, testKey); err != nil {
 		t.Errorf("candidate from before the restart cannot enroll: %v", err)
 	}
 	for _, c := range r2.Candidates() {
+		if c.InstanceID == "i3" && c.State != wire.StateRunning {
+			t.Errorf("interrupted enrollment is %s, want running (a retry resumes it)", c.State)
+		}
+	}
+	if cl, err := r2.Claim("i3", "127.0.0.7", tok3, testKey); err != nil || cl.Reissue {
+		t.Errorf("retry of the interrupted enrollment: %+v %v, want a resume", cl, err)
+	}
+	r2.Close()
+	// Past the window nobody can finish it: the next start destroys it.
+	clk.Add(RetryWindow)
+	r3 := open(t, path, clk)
+	for _, c := range r3.Candidates() {
 		if c.InstanceID == "i3" && c.State != wire.StateDestroyRequested {
-			t.Errorf("interrupted enrollment is %s, want destroy_requested", c.State)
+			t.Errorf("interrupted enrollment past the window is %s, want destroy_requested", c.State)
 		}
 	}
 }
@@ -172,7 +187,7 @@ func TestLostAndEnded(t *testing.T) {
 	clk := newClock()
 	r := open(t, "", clk)
 	c, tok := running(t, r, "i1", "127.0.0.5")
-	cl, _ := r.Claim("i1", "127.0.0.5", tok)
+	cl, _ := r.Claim("i1", "127.0.0.5", tok, testKey)
 	r.Complete(cl, Enrolled{Serial: "01"})
 	iv := 10 * time.Second
 	clk.Add(29 * time.Second)
@@ -202,7 +217,7 @@ func TestLostAndEnded(t *testing.T) {
 func TestHealth(t *testing.T) {
 	r := open(t, "", newClock())
 	_, tok := running(t, r, "i1", "127.0.0.5")
-	cl, _ := r.Claim("i1", "127.0.0.5", tok)
+	cl, _ := r.Claim("i1", "127.0.0.5", tok, testKey)
 	r.Complete(cl, Enrolled{Serial: "01"})
 	for i, want := range []string{wire.HealthUnknown, wire.HealthUnknown, wire.HealthUnhealthy} {
 		r.SetHealth("i1", false, 3)
@@ -237,3 +252,6 @@ func TestPatch(t *testing.T) {
 		t.Errorf("duplicate live instance id: %v", err)
 	}
 }
+
+// testKey is the port_key the tests' agents enroll with.
+var testKey = secret.NewBytes([]byte("0123456789abcdef0123456789abcdef"))

@@ -30,7 +30,8 @@ const (
 	HeadKey     = "head.key"
 	HeadInfo    = "head.json"
 	Secrets     = "secrets.json"
-	Registry    = "state.json"
+	Registry    = "state.json" // v1 registry, migrated into Store on first start
+	Store       = "state.db"   // the registry (bbolt)
 	AdminSocket = "admin.sock"
 )
 
@@ -50,6 +51,9 @@ type info struct {
 	DNS       string    `json:"dns,omitempty"`
 	AppID     string    `json:"app_id"`
 	CreatedAt time.Time `json:"created_at"`
+	// StoreID is the id of the registry store this dir served with; once
+	// set, a missing or empty store is an error, not a new cluster.
+	StoreID string `json:"store_id,omitempty"`
 }
 
 type secrets struct {
@@ -78,15 +82,24 @@ func Init(o Options) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("init %s: %w", o.Dir, err)
 	}
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return fmt.Errorf("init: %w", err)
+	files, err := newFiles(o, ip)
+	if err != nil {
+		return err
 	}
-	if err := os.Chmod(o.Dir, 0o700); err != nil {
-		return fmt.Errorf("init: %w", err)
-	}
+	return writeDir(o.Dir, files)
+}
+
+type newFile struct {
+	name string
+	data []byte
+	mode os.FileMode
+}
+
+// newFiles makes the contents of a new state dir.
+func newFiles(o Options, ip netip.Addr) ([]newFile, error) {
 	ca, caKey, err := pki.NewCA(o.Rand, o.Cluster, o.Now)
 	if err != nil {
-		return fmt.Errorf("init: %w", err)
+		return nil, fmt.Errorf("init: %w", err)
 	}
 	var dns []string
 	if o.DNS != "" {
@@ -94,35 +107,25 @@ func Init(o Options) error {
 	}
 	srv, err := ca.IssueServer(o.Rand, ip, dns, o.Now)
 	if err != nil {
-		return fmt.Errorf("init: %w", err)
+		return nil, fmt.Errorf("init: %w", err)
 	}
 	tok, appKey, appID := make([]byte, 32), make([]byte, 32), make([]byte, 20)
 	for _, b := range [][]byte{tok, appKey, appID} {
 		if _, err := io.ReadFull(o.Rand, b); err != nil {
-			return fmt.Errorf("init: random: %w", err)
+			return nil, fmt.Errorf("init: random: %w", err)
 		}
 	}
 	inf, _ := json.MarshalIndent(info{Cluster: o.Cluster, HeadIP: ip.String(), DNS: o.DNS, AppID: hex.EncodeToString(appID), CreatedAt: o.Now.UTC()}, "", " ")
 	sec, _ := json.Marshal(secrets{ClusterToken: base64.RawURLEncoding.EncodeToString(tok), AppRootKey: base64.StdEncoding.EncodeToString(appKey)})
-	// Keys first, certificates after: a half-written dir is refused by Load.
-	files := []struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{
+	// Keys first, head.json last: a half-written dir is refused by Load.
+	return []newFile{
 		{CAKey, caKey.Reveal(), 0o600},
 		{HeadKey, srv.KeyPEM.Reveal(), 0o600},
 		{Secrets, sec, 0o600},
 		{CACert, ca.CertPEM, 0o644},
 		{HeadCert, srv.CertPEM, 0o644},
 		{HeadInfo, inf, 0o644},
-	}
-	for _, f := range files {
-		if err := writeNew(filepath.Join(o.Dir, f.name), f.data, f.mode); err != nil {
-			return fmt.Errorf("init: %w", err)
-		}
-	}
-	return nil
+	}, nil
 }
 
 func writeNew(path string, data []byte, mode os.FileMode) error {
@@ -151,6 +154,7 @@ type State struct {
 	AppID        string
 	ClusterToken secret.String
 	AppRootKey   secret.Bytes
+	StoreID      string // "" until the dir first served
 }
 
 // Path is a file inside the state dir.
@@ -165,6 +169,11 @@ func Load(dir string) (*State, error) {
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("load state %s: mode %v, want 0700", dir, fi.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(dir, HeadInfo)); errors.Is(err, os.ErrNotExist) {
+		if _, kerr := os.Stat(filepath.Join(dir, CAKey)); kerr == nil {
+			return nil, fmt.Errorf("load state %s: half-made (a killed head init?): %s is missing; remove the dir and run head init again", dir, HeadInfo)
+		}
 	}
 	read := func(name string, private bool) ([]byte, error) {
 		p := filepath.Join(dir, name)
@@ -214,7 +223,7 @@ func Load(dir string) (*State, error) {
 	if err := json.Unmarshal(ib, &inf); err != nil {
 		return nil, fmt.Errorf("load %s: %w", HeadInfo, err)
 	}
-	s.HeadIP, s.Cluster, s.AppID = inf.HeadIP, inf.Cluster, inf.AppID
+	s.HeadIP, s.Cluster, s.AppID, s.StoreID = inf.HeadIP, inf.Cluster, inf.AppID, inf.StoreID
 	sb, err := read(Secrets, true)
 	if err != nil {
 		return nil, err
@@ -229,4 +238,53 @@ func Load(dir string) (*State, error) {
 	}
 	s.ClusterToken, s.AppRootKey = secret.New(sec.ClusterToken), secret.NewBytes(key)
 	return s, nil
+}
+
+// RecordStore writes the registry store's id into head.json (atomically),
+// so the dir remembers it has served: a store missing later is an error.
+func RecordStore(dir, id string) error {
+	p := filepath.Join(dir, HeadInfo)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("record store: %w", err)
+	}
+	var inf info
+	if err := json.Unmarshal(b, &inf); err != nil {
+		return fmt.Errorf("record store: %s: %w", p, err)
+	}
+	inf.StoreID = id
+	out, _ := json.MarshalIndent(inf, "", " ")
+	if err := writeAtomic(p, out, 0o644); err != nil {
+		return fmt.Errorf("record store: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic replaces path: temp file ".NAME.tmp…" (CleanTemp removes a
+// killed one), fsync, rename, fsync the dir.
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/rayvast/rayvast/head/enroll"
+	"github.com/rayvast/rayvast/head/metrics"
+	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/portcheck"
+)
+
+// openState takes the state dir's lock (one head per dir, SPEC §8), removes
+// temp files a killed head left, and opens the registry, refusing a store
+// that vanished from a dir that has served. The caller calls done on exit.
+func openState(st *statedir.State, log *slog.Logger) (reg *registry.Registry, done func(), err error) {
+	lock, err := statedir.Lock(st.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if removed, err := statedir.CleanTemp(st.Dir); err != nil {
+		log.Warn("clean state dir", "err", err)
+	} else if len(removed) > 0 {
+		log.Info("removed temp files a killed head left", "files", removed)
+	}
+	reg, err = registry.Open(registry.Config{Path: st.Path(statedir.Store), LegacyPath: st.Path(statedir.Registry),
+		StoreID: st.StoreID, Log: log, Hook: crashHook(log)})
+	if errors.Is(err, registry.ErrNoStore) {
+		err = fmt.Errorf("%w\nthis state dir has served (%s names store %s), so its candidates and nodes are lost, not new: "+
+			"starting empty would take the cluster's running rentals for strangers and destroy them. "+
+			"Restore %s from a backup; or, if none of this cluster's rentals run any more, remove the \"store_id\" line from %s to start with no state",
+			err, statedir.HeadInfo, st.StoreID, st.Path(statedir.Store), st.Path(statedir.HeadInfo))
+	}
+	if err != nil {
+		lock.Unlock()
+		return nil, nil, err
+	}
+	if st.StoreID == "" {
+		if err := statedir.RecordStore(st.Dir, reg.StoreID()); err != nil {
+			reg.Close()
+			lock.Unlock()
+			return nil, nil, err
+		}
+	}
+	return reg, func() { reg.Close(); lock.Unlock() }, nil
+}
+
+// pruneEnded drops ended candidates older than retention, hourly, until ctx
+// ends.
+func pruneEnded(ctx context.Context, reg *registry.Registry, retention time.Duration, m *metrics.Metrics, log *slog.Logger) {
+	if retention <= 0 {
+		retention = registry.DefaultRetention // a caller that left it unset must not prune everything
+	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := reg.Prune(retention)
+		if err != nil {
+			log.Warn("prune ended candidates", "err", err)
+		}
+		m.Pruned(n)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// crashEnv names a registry hook point at which head serve kills itself
+// with SIGKILL: the crash tests (crash_test.go) use it to stop a real head
+// between two steps of an enrollment or a delete. Unset, it costs nothing.
+const crashEnv = "RAYVAST_TEST_CRASH_AT"
+
+func crashHook(log *slog.Logger) func(string) {
+	at := os.Getenv(crashEnv)
+	if at == "" {
+		return nil
+	}
+	log.Warn("test crash point armed: this head kills itself there", "point", at)
+	return func(point string) {
+		if point == at {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}
+}
+
+// maxPortChecks bounds the port checks (step 7) running at once. Each holds
+// up to portcheck.DefaultConcurrency sockets: 512 × 16 = 8,192 descriptors
+// at most, whatever the size of an enrollment storm (2,000 candidates at
+// once would want 32,000, past a 20,000 limit). A check's time is mostly
+// waiting for the far side, so the bound must stay high: at 64, a 1,000
+// storm on a loaded 2-core machine took 52 s instead of 29 s.
+const maxPortChecks = 512
+
+// boundedPortCheck is the real port check behind a semaphore. The check's
+// 10 s start when it gets its turn: a candidate must not fail its ports for
+// waiting behind others (the agent's own enroll timeout is 60 s).
+func boundedPortCheck(n int) enroll.PortChecker {
+	sem := make(chan struct{}, n)
+	return func(ctx context.Context, ip string, ports []int, key []byte) error {
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), enroll.CheckTimeout)
+		defer cancel()
+		return portcheck.Check(cctx, portcheck.CheckConfig{}, ip, ports, key)
+	}
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// simNode is one simulated candidate: its own loopback IP, 64 port-check
+// listeners until it enrolled, then one kept-alive mTLS connection.
+type simNode struct {
+	node
+	key  []byte
+	lns  []net.Listener
+	cert tls.Certificate
+	hb   *http.Client
+}
+
+type worker struct {
+	nodes []*simNode
+	pool  *x509.CertPool
+	headA string
+}
+
+// runWorker serves the coordinator's commands until quit.
+func runWorker() int {
+	raiseNoFile()
+	c := newLineConn(os.Stdin, os.Stdout)
+	w := &worker{}
+	for {
+		var cmd command
+		if err := c.recv(&cmd); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			return 1
+		}
+		var res result
+		switch cmd.Op {
+		case "init":
+			res = w.init(cmd)
+		case "enroll":
+			res = w.enroll()
+		case "hb":
+			res = w.heartbeats(cmd.Target, cmd.Rate, time.Duration(cmd.Secs*float64(time.Second)))
+		case "quit":
+			return 0
+		default:
+			res.Err = "unknown op " + cmd.Op
+		}
+		if err := c.send(res); err != nil {
+			return 1
+		}
+	}
+}
+
+func (w *worker) init(cmd command) result {
+	w.pool = x509.NewCertPool()
+	if !w.pool.AppendCertsFromPEM([]byte(cmd.CAPEM)) {
+		return result{Err: "bad ca pem"}
+	}
+	w.headA = cmd.HeadA
+	for _, n := range cmd.Nodes {
+		s := &simNode{node: n, key: make([]byte, 32)}
+		rand.Read(s.key)
+		for range wire.PortCount {
+			ln, err := net.Listen("tcp", net.JoinHostPort(n.IP, "0"))
+			if err != nil {
+				return result{Err: fmt.Sprintf("listen %s: %v", n.IP, err)}
+			}
+			s.lns = append(s.lns, ln)
+			go s.answer(ln)
+		}
+		w.nodes = append(w.nodes, s)
+	}
+	return result{}
+}
+
+// answer plays SPEC §6 step 7 from the candidate's side.
+func (s *simNode) answer(ln net.Listener) {
+	port := ln.Addr().(*net.TCPAddr).Port
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			line, err := bufio.NewReader(io.LimitReader(c, 128)).ReadString('\n')
+			nonce, ok := strings.CutPrefix(strings.TrimSpace(line), "RAYVAST-PORTCHECK ")
+			if err != nil || !ok {
+				return
+			}
+			m := hmac.New(sha256.New, s.key)
+			m.Write([]byte(nonce + ":" + strconv.Itoa(port)))
+			c.Write([]byte(hex.EncodeToString(m.Sum(nil)) + "\n"))
+		}()
+	}
+}
+
+func (s *simNode) request() wire.EnrollRequest {
+	ok := wire.Check{OK: true, Detail: "ok"}
+	req := wire.EnrollRequest{Version: wire.Version, InstanceID: s.Instance, JoinToken: s.Token,
+		Checks:     wire.Checks{Capabilities: ok, Netns: ok, Shm: ok, Egress: wire.EgressCheck{OK: true, Detail: "ok", IP: s.IP}},
+		RayVersion: "2.53.0", PythonVersion: "3.11.7",
+		PortKey: base64.StdEncoding.EncodeToString(s.key)}
+	for _, ln := range s.lns {
+		req.Ports = append(req.Ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return req
+}
+
+func client(ip string, pool *x509.CertPool, cert *tls.Certificate, timeout time.Duration) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: "127.0.0.1"}
+	if cert != nil {
+		tc.Certificates = []tls.Certificate{*cert}
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: d.DialContext, TLSClientConfig: tc,
+		MaxIdleConnsPerHost: 1, IdleConnTimeout: 5 * time.Minute, ForceAttemptHTTP2: false}}
+}
+
+// enroll has every node POST /enroll at once, each retrying a network error
+// or 5xx with the same request as the agent does; listeners close after.
+func (w *worker) enroll() result {
+	var mu sync.Mutex
+	var res result
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, s := range w.nodes {
+		wg.Go(func() {
+			body, _ := json.Marshal(s.request())
+			hc := client(s.IP, w.pool, nil, 60*time.Second)
+			var err error
+			for try := 0; try < 5; try++ {
+				if err = s.enrollOnce(hc, "https://"+w.headA+"/enroll", body); err == nil || strings.Contains(err.Error(), "status 4") {
+					break
+				}
+				mu.Lock()
+				res.Retries++
+				mu.Unlock()
+				time.Sleep(time.Second)
+			}
+			lat := time.Since(start)
+			for _, ln := range s.lns {
+				ln.Close()
+			}
+			s.lns = nil
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.Failures++
+				if res.FirstErr == "" {
+					res.FirstErr = err.Error()
+				}
+				return
+			}
+			res.Latencies = append(res.Latencies, lat.Microseconds())
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+func (s *simNode) enrollOnce(hc *http.Client, url string, body []byte) error {
+	resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d %s", resp.StatusCode, b)
+	}
+	var out wire.EnrollResponse
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair([]byte(out.NodeCert), []byte(out.NodeKey))
+	if err != nil {
+		return err
+	}
+	s.cert = cert
+	return nil
+}
+
+// heartbeats sends rate heartbeats per second, spread over the enrolled
+// nodes, each on its own kept-alive connection to target, for d.
+func (w *worker) heartbeats(target string, rate float64, d time.Duration) result {
+	var live []*simNode
+	for _, s := range w.nodes {
+		if s.cert.Certificate != nil {
+			live = append(live, s)
+		}
+	}
+	if len(live) == 0 || rate <= 0 {
+		return result{Err: "no enrolled nodes"}
+	}
+	var mu sync.Mutex
+	var res result
+	period := time.Duration(float64(len(live)) / rate * float64(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, s := range live {
+		hc := client(s.IP, w.pool, &s.cert, 15*time.Second)
+		wg.Go(func() {
+			defer hc.CloseIdleConnections()
+			// Stagger the nodes over one period so the rate is even.
+			t := time.NewTimer(period * time.Duration(i) / time.Duration(len(live)))
+			defer t.Stop()
+			for seq := int64(1); ; seq++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				t.Reset(period)
+				lat, err := heartbeat(hc, "https://"+target+"/heartbeat", s.Instance, seq)
+				mu.Lock()
+				if err != nil {
+					res.Failures++
+					if res.FirstErr == "" {
+						res.FirstErr = err.Error()
+					}
+				} else {
+					res.Latencies = append(res.Latencies, lat.Microseconds())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+func heartbeat(hc *http.Client, url, inst string, seq int64) (time.Duration, error) {
+	body, _ := json.Marshal(wire.Heartbeat{Version: wire.Version, InstanceID: inst, Seq: seq,
+		Ray: wire.RayStatus{State: wire.RayRunning, PID: 42}})
+	start := time.Now()
+	resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("heartbeat: %d %s", resp.StatusCode, b)
+	}
+	return time.Since(start), nil
+}
