@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -108,6 +109,9 @@ func OpenVastNet(ctx context.Context, cfg VastNetConfig) (v *VastNet, privCreate
 		return nil, privCreated, err
 	}
 	if err := v.Sync(ctx); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			err = fmt.Errorf("vast network %s: the docker provider needs nft for its NAT (apt-get install nftables): %w", cfg.Cluster, exec.ErrNotFound)
+		}
 		return nil, privCreated, err
 	}
 	return v, privCreated, nil

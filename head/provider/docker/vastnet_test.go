@@ -290,3 +290,18 @@ func TestVastNetworkSharedIP(t *testing.T) {
 		t.Errorf("after a's end, b: %q, %v", line, err)
 	}
 }
+
+// TestOpenWithoutNft: without nft the provider does not open (its ports
+// would lead nowhere) and says what to install.
+func TestOpenWithoutNft(t *testing.T) {
+	eng := engine(t)
+	img := testImageOn(t, eng, BaseHost)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster := fmt.Sprintf("ntest-%d", time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
+	_, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, Nft: firewall.RunNft("rayvast-test-no-such-nft")})
+	if err == nil || !strings.Contains(err.Error(), "apt-get install nftables") {
+		t.Errorf("Open without nft: %v, want the install hint", err)
+	}
+}
