@@ -16,6 +16,7 @@ build() {
 	go build "${flags[@]}" -o "$out/guesttoken" ./tools/guesttoken
 	go build "${flags[@]}" -o "$out/fakevast" ./tools/fakevast
 	echo "agent sha256: $(sha256sum "$out/agent" | cut -d' ' -f1)"
+	test/fakeray/build-natives.sh # the stand-in Ray's native raylet and core worker (cc)
 }
 
 case "${1:-build}" in

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rayvast/rayvast/internal/whoami"
 	"github.com/rayvast/rayvast/internal/wire"
+	"github.com/rayvast/rayvast/test/fakeray"
 )
 
 // Binaries are built once per test run, the way build.sh builds them.
@@ -71,6 +72,9 @@ type flow struct {
 func newFlow(t *testing.T) *flow {
 	requireRoot(t, "ip", "unshare", "capsh", "python3", "sh")
 	hb, ab := binaries(t)
+	if err := fakeray.BuildNatives(); err != nil { // the stand-in's native raylet and core worker
+		t.Fatal(err)
+	}
 	f := &flow{t: t, repo: repoRoot(t), tmp: t.TempDir(), python: realPython(t), out: &syncBuffer{}}
 
 	// 1. Network: the candidate's own netns, the head and the who-am-I

@@ -3,43 +3,44 @@ package fakeray_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/test/fakeray"
 )
 
-// record is the part of fakeray's JSON record the tests read.
-type record struct {
-	Argv    []string          `json:"argv"`
-	Env     map[string]string `json:"env"`
-	PID     int               `json:"pid"`
-	PPID    int               `json:"ppid"`
-	PGID    int               `json:"pgid"`
-	SysPath []string          `json:"sys_path"`
-	Imports map[string]any    `json:"imports"`
-	Signal  int               `json:"signal"`
-	Ignored []int             `json:"ignored"`
-	After   float64           `json:"exited_after"`
+func TestMain(m *testing.M) {
+	if err := fakeray.BuildNatives(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
 }
+
+type (
+	record = fakeray.Record
+)
 
 // fake is one running fakeray with its stdout read line by line.
 type fake struct {
-	cmd    *exec.Cmd
-	cancel context.CancelFunc
-	lines  chan string
-	rec    string
+	cmd   *exec.Cmd
+	lines chan string
+	rec   string
 }
 
-// python is the interpreter the tests run fakeray with.
-func python(t *testing.T) string {
+func python(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("python3")
 	if err != nil {
@@ -48,25 +49,22 @@ func python(t *testing.T) string {
 	return p
 }
 
-// startFake runs the agent's exact Ray command (SPEC §9) with this dir on
-// PYTHONPATH (after shimDir, when given) plus extra env, in its own group.
-func startFake(t *testing.T, shimDir string, extra []string, args ...string) *fake {
+// run starts fakeray as the agent does (SPEC §9): python -m
+// ray.scripts.scripts ARGS, this dir on PYTHONPATH (after shimDir when
+// given), env exactly PATH, PYTHONPATH, FAKERAY_RECORD and extra. wrap, if
+// any, is prepended to the command (unshare for a netns).
+func run(t testing.TB, shimDir string, extra []string, wrap []string, args ...string) *fake {
 	t.Helper()
-	here, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pp := here
+	pp := fakeray.Dir()
 	if shimDir != "" {
-		pp = shimDir + ":" + here
+		pp = shimDir + ":" + pp
 	}
 	f := &fake{rec: filepath.Join(t.TempDir(), "record.json"), lines: make(chan string, 100)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard only
-	f.cancel = cancel
-	argv := append([]string{"-m", "ray.scripts.scripts"}, args...)
-	f.cmd = exec.CommandContext(ctx, python(t), argv...)
+	argv := append(append(slices.Clone(wrap), python(t), "-m", "ray.scripts.scripts"), args...)
+	f.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	f.cmd.Dir = t.TempDir()
-	f.cmd.Env = append([]string{"PATH=/usr/bin:/bin", "PYTHONPATH=" + pp, "FAKERAY_RECORD=" + f.rec}, extra...)
+	f.cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + t.TempDir(), "PYTHONPATH=" + pp, "FAKERAY_RECORD=" + f.rec}, extra...)
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := f.cmd.StdoutPipe()
 	if err != nil {
@@ -76,7 +74,8 @@ func startFake(t *testing.T, shimDir string, extra []string, args ...string) *fa
 	if err := f.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.cmd.Process.Kill(); cancel() })
+	pgid := f.cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL); cancel() })
 	go func() {
 		defer close(f.lines)
 		sc := bufio.NewScanner(out)
@@ -88,19 +87,18 @@ func startFake(t *testing.T, shimDir string, extra []string, args ...string) *fa
 	return f
 }
 
-// expect waits for the stdout line want.
-func (f *fake) expect(t *testing.T, want string) {
+func (f *fake) expect(t testing.TB, want string) {
 	t.Helper()
 	for l := range f.lines {
 		if l == want {
 			return
 		}
 	}
-	t.Fatalf("fakeray's stdout ended before %q", want)
+	t.Fatalf("fakeray's stdout ended before %q (record: %+v)", want, f.record(t))
 }
 
 // wait returns the exit code (-1 when killed by a signal).
-func (f *fake) wait(t *testing.T) int {
+func (f *fake) wait(t testing.TB) int {
 	t.Helper()
 	for range f.lines {
 	}
@@ -112,133 +110,114 @@ func (f *fake) wait(t *testing.T) int {
 	return f.cmd.ProcessState.ExitCode()
 }
 
-func (f *fake) record(t *testing.T) record {
+func (f *fake) record(t testing.TB) record {
 	t.Helper()
-	b, err := os.ReadFile(f.rec)
+	r, err := fakeray.ReadRecord(f.rec)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("record %s: %v", b, err)
 	}
 	return r
 }
 
-// TestStartBlockRecordsAndStops: the agent's command starts fakeray, which
-// records argv, env, ids and the shim on sys.path, blocks, and on each stop
-// signal records it and exits with FAKERAY_EXIT_CODE.
-func TestStartBlockRecordsAndStops(t *testing.T) {
-	shim := t.TempDir()
-	if err := os.WriteFile(filepath.Join(shim, "rayvast_shim.py"), nil, 0o644); err != nil {
+// ports returns n distinct ports free on this machine now, below the
+// kernel's ephemeral range (32768+): a port from bind(:0) can be taken
+// again at once by any outgoing connection on this shared machine, and the
+// raylet's later bind would then fail with EADDRINUSE.
+func ports(t testing.TB, n int) []int {
+	t.Helper()
+	var ps []int
+	for tries := 0; len(ps) < n; tries++ {
+		if tries > 1000 {
+			t.Fatal("no free ports in 20000-32767")
+		}
+		p := 20000 + rand.IntN(12768)
+		if slices.Contains(ps, p) {
+			continue
+		}
+		l, err := net.Listen("tcp", "0.0.0.0:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// node is a worker's command line as SPEC §9 gives it.
+type node struct {
+	ip                                  string
+	nm, om, rea, dagrpc, dahttp, metric int
+	workers                             []int
+	cpus                                int
+	temp                                string
+	extra                               []string // more flags
+}
+
+func newNode(t testing.TB, ip string, workers int) node {
+	p := ports(t, 6+workers)
+	temp, err := os.MkdirTemp("", "fr") // short: Ray's AF_UNIX sockets live under it
+	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"start", "--block", "--address=10.0.0.1:6379", "--num-gpus=1"}
-	cases := []struct {
-		name     string
-		sig      syscall.Signal
-		exitCode string // FAKERAY_EXIT_CODE; "" = unset
-		want     int
-	}{
-		{"term", syscall.SIGTERM, "7", 7},
-		{"int", syscall.SIGINT, "3", 3},
-		{"hup", syscall.SIGHUP, "", 0},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			extra := []string{"RAY_USE_TLS=1", "FAKERAY_IMPORT=rayvast_shim,no_such_module"}
-			if c.exitCode != "" {
-				extra = append(extra, "FAKERAY_EXIT_CODE="+c.exitCode)
-			}
-			f := startFake(t, shim, extra, args...)
-			f.expect(t, "fakeray started")
-			r := f.record(t)
-			if !slices.Equal(r.Argv, args) {
-				t.Errorf("argv = %q, want %q", r.Argv, args)
-			}
-			if r.Env["RAY_USE_TLS"] != "1" {
-				t.Errorf("env RAY_USE_TLS = %q, want 1", r.Env["RAY_USE_TLS"])
-			}
-			if pid := f.cmd.Process.Pid; r.PID != pid || r.PGID != pid || r.PPID != os.Getpid() {
-				t.Errorf("pid/pgid/ppid = %d/%d/%d, want %d/%d/%d", r.PID, r.PGID, r.PPID, pid, pid, os.Getpid())
-			}
-			// With -m, sys.path[0] is the working dir; PYTHONPATH follows.
-			if len(r.SysPath) < 2 || r.SysPath[1] != shim {
-				t.Errorf("sys_path = %q, want the shim %q at [1]", r.SysPath, shim)
-			}
-			if r.Imports["rayvast_shim"] != true {
-				t.Errorf("imports[rayvast_shim] = %v, want true", r.Imports["rayvast_shim"])
-			}
-			if s, _ := r.Imports["no_such_module"].(string); !strings.Contains(s, "ModuleNotFoundError") {
-				t.Errorf("imports[no_such_module] = %v, want the error", r.Imports["no_such_module"])
-			}
-			f.cmd.Process.Signal(c.sig)
-			if got := f.wait(t); got != c.want {
-				t.Errorf("exit code %d, want %d", got, c.want)
-			}
-			if got := f.record(t).Signal; got != int(c.sig) {
-				t.Errorf("recorded signal %d, want %d", got, c.sig)
-			}
-		})
-	}
+	t.Cleanup(func() { os.RemoveAll(temp) })
+	return node{ip: ip, nm: p[0], om: p[1], rea: p[2], dagrpc: p[3], dahttp: p[4], metric: p[5], workers: p[6:], cpus: workers - 1, temp: temp}
 }
 
-// TestIgnoreTerm: with FAKERAY_IGNORE_TERM=1 SIGTERM is recorded but does not
-// stop it (what a supervisor's grace-period SIGKILL is for); SIGINT still does.
-func TestIgnoreTerm(t *testing.T) {
-	f := startFake(t, "", []string{"FAKERAY_IGNORE_TERM=1"}, "start", "--block")
-	f.expect(t, "fakeray started")
-	f.cmd.Process.Signal(syscall.SIGTERM)
-	f.expect(t, "fakeray ignored SIGTERM")
-	f.cmd.Process.Signal(syscall.SIGINT)
-	if got := f.wait(t); got != 0 {
-		t.Errorf("exit code %d, want 0", got)
+func (n node) args() []string {
+	ws := make([]string, len(n.workers))
+	for i, w := range n.workers {
+		ws[i] = fmt.Sprint(w)
 	}
-	r := f.record(t)
-	if !slices.Equal(r.Ignored, []int{int(syscall.SIGTERM)}) || r.Signal != int(syscall.SIGINT) {
-		t.Errorf("ignored %v signal %d, want [15] and 2", r.Ignored, r.Signal)
-	}
+	a := []string{"start", "--block", "--address=10.0.0.1:6379", "--node-ip-address=" + n.ip,
+		fmt.Sprintf("--node-manager-port=%d", n.nm), fmt.Sprintf("--object-manager-port=%d", n.om),
+		fmt.Sprintf("--runtime-env-agent-port=%d", n.rea), fmt.Sprintf("--dashboard-agent-grpc-port=%d", n.dagrpc),
+		fmt.Sprintf("--dashboard-agent-listen-port=%d", n.dahttp), fmt.Sprintf("--metrics-export-port=%d", n.metric),
+		"--worker-port-list=" + strings.Join(ws, ","), "--num-gpus=1", fmt.Sprintf("--num-cpus=%d", n.cpus),
+		"--temp-dir=" + n.temp, "--node-name=c-123", `--resources={"vast":1}`, `--labels={"zone":"a"}`}
+	return append(a, n.extra...)
 }
 
-// TestExitAfter: FAKERAY_EXIT_AFTER ends it by itself with FAKERAY_EXIT_CODE.
-func TestExitAfter(t *testing.T) {
-	f := startFake(t, "", []string{"FAKERAY_EXIT_AFTER=0.1", "FAKERAY_EXIT_CODE=5"}, "start", "--block")
-	if got := f.wait(t); got != 5 {
-		t.Errorf("exit code %d, want 5", got)
+// secrets writes the TLS files and token file SPEC §9 gives Ray and
+// returns the env naming them.
+func secrets(t testing.TB) []string {
+	t.Helper()
+	d := t.TempDir()
+	files := map[string]string{
+		"node.crt": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+		"node.key": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+		"ca.crt":   "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n",
+		"token":    "s3cr3t-token-value\n",
 	}
-	if r := f.record(t); r.After != 0.1 || r.Signal != 0 {
-		t.Errorf("exited_after %v signal %d, want 0.1 and none", r.After, r.Signal)
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return []string{"RAY_USE_TLS=1", "RAY_TLS_SERVER_CERT=" + filepath.Join(d, "node.crt"),
+		"RAY_TLS_SERVER_KEY=" + filepath.Join(d, "node.key"), "RAY_TLS_CA_CERT=" + filepath.Join(d, "ca.crt"),
+		"RAY_AUTH_MODE=token", "RAY_AUTH_TOKEN_PATH=" + filepath.Join(d, "token")}
 }
 
-// TestWithoutBlockOrStart: `start` without --block returns at once like Ray's;
-// anything but `start` is a usage error.
-func TestWithoutBlockOrStart(t *testing.T) {
-	cases := []struct {
-		name string
-		args []string
-		want int
-	}{
-		{"start_no_block", []string{"start", "--head"}, 0},
-		{"stop", []string{"stop"}, 2},
-		{"nothing", nil, 2},
+// gone waits until no process has pid.
+func gone(t testing.TB, what string, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := startFake(t, "", nil, c.args...).wait(t); got != c.want {
-				t.Errorf("exit code %d, want %d", got, c.want)
-			}
-		})
-	}
+	t.Errorf("%s (pid %d) still running", what, pid)
 }
 
-// TestImportRay: plain `import ray` works, as the bootloader's probe needs.
-func TestImportRay(t *testing.T) {
-	cmd := exec.Command(python(t), "-c", "import ray, ray.scripts.scripts; print(ray.__version__)")
-	here, _ := filepath.Abs(".")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "PYTHONPATH=" + here}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "fakeray") {
-		t.Fatalf("import ray: %v: %s", err, out)
+func needRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
 	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("needs root (CI=true): %s", why)
+	}
+	t.Skipf("SKIP (not root): %s", why)
 }

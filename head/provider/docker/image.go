@@ -36,7 +36,7 @@ const (
 const (
 	fakerayDir  = "/opt/fakeray"
 	fakerayPth  = "/usr/lib/python3/dist-packages/rayvast-fakeray.pth"
-	imageRecipe = "rayvast image recipe 1" // bump when the build steps change
+	imageRecipe = "rayvast image recipe 2" // bump when the build steps change
 )
 
 // ImageConfig says how to build the candidate image.
@@ -120,6 +120,9 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (string, error) {
 	}
 	base, err := ensureBase(ctx, cfg)
 	if err != nil {
+		return "", err
+	}
+	if err := buildNatives(ctx, cfg.FakerayDir); err != nil {
 		return "", err
 	}
 	files, err := readTree(cfg.FakerayDir)
@@ -235,7 +238,11 @@ func readTree(dir string) ([]treeFile, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		files = append(files, treeFile{rel: filepath.ToSlash(rel), mode: 0o644, data: data})
+		mode := fs.FileMode(0o644)
+		if info, err := d.Info(); err == nil && info.Mode()&0o111 != 0 {
+			mode = 0o755 // the stand-in's native raylet and core worker
+		}
+		files = append(files, treeFile{rel: filepath.ToSlash(rel), mode: mode, data: data})
 		return nil
 	})
 	if err != nil {
@@ -243,6 +250,21 @@ func readTree(dir string) ([]treeFile, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
 	return files, nil
+}
+
+// buildNatives runs the stand-in's build-natives.sh (when the dir has one)
+// so its native raylet and core worker exist before the tree is copied:
+// they are built on this host (glibc, like the bookworm base) and never
+// committed. The script rebuilds only what is stale.
+func buildNatives(ctx context.Context, dir string) error {
+	script := filepath.Join(dir, "build-natives.sh")
+	if _, err := os.Stat(script); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if out, err := exec.CommandContext(ctx, "sh", script).CombinedOutput(); err != nil {
+		return fmt.Errorf("build fakeray natives %s: %w: %s", script, err, tail(string(out), 2000))
+	}
+	return nil
 }
 
 // buildBase debootstraps a minimal Debian with python3, trims it and imports
@@ -362,22 +384,22 @@ func fakerayTar(files []treeFile, pth string) ([]byte, error) {
 		}
 		return nil
 	}
-	addFile := func(p string, data []byte) error {
+	addFile := func(p string, data []byte, mode fs.FileMode) error {
 		if err := addDir(filepath.ToSlash(filepath.Dir(p))); err != nil {
 			return err
 		}
-		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(p, "/"), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: mtime}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(p, "/"), Typeflag: tar.TypeReg, Mode: int64(mode), Size: int64(len(data)), ModTime: mtime}); err != nil {
 			return err
 		}
 		_, err := tw.Write(data)
 		return err
 	}
 	for _, f := range files {
-		if err := addFile(fakerayDir+"/"+f.rel, f.data); err != nil {
+		if err := addFile(fakerayDir+"/"+f.rel, f.data, f.mode); err != nil {
 			return nil, err
 		}
 	}
-	if err := addFile(pth, []byte(fakerayDir+"\n")); err != nil {
+	if err := addFile(pth, []byte(fakerayDir+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 	if err := tw.Close(); err != nil {
