@@ -11,6 +11,8 @@ out=${BIN:-bin} # BIN=dir builds elsewhere (the reproducibility test builds twic
 
 build() {
 	mkdir -p "$out"
+	# The shim's native library first: head embeds it (head/shim).
+	head/shim/native/build.sh head/shim/native/lib
 	go build "${flags[@]}" -o "$out/head" ./head
 	go build "${flags[@]}" -o "$out/agent" ./agent
 	go build "${flags[@]}" -o "$out/guesttoken" ./tools/guesttoken

@@ -132,13 +132,15 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 // *os.File stdio: it never calls Wait, which would end copy goroutines).
 // Call started after Start: it closes our copy of the pipe's write end.
 func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, started func(), err error) {
+	tmp, cpus, err := a.rayPlacement(b)
+	if err != nil {
+		return nil, nil, err
+	}
 	argv, env := raylaunch.Command(raylaunch.Params{
-		Python: a.cfg.Python, Ray: b.Ray,
+		Python: a.cfg.Python, Ray: b.Ray, NumCPUs: cpus, TempDir: tmp,
+		CandidateID: b.CandidateID, NodeType: b.NodeType,
 		NodeCert: p.NodeCert, NodeKey: p.NodeKey, CACert: p.CACert, ClusterTokenPath: p.ClusterToken, ShimDir: p.ShimDir,
-		Env: os.Environ(),
-		Secrets: []string{a.cfg.JoinToken.Reveal(), a.cfg.ContainerAPIKey.Reveal(), b.ClusterToken.Reveal(),
-			base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()), string(b.AppRootKey.Reveal()),
-			base64.StdEncoding.EncodeToString(a.portKey), string(a.portKey), string(b.NodeKeyPEM.Reveal())},
+		Env: os.Environ(), Secrets: a.secrets(b),
 	})
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -157,6 +159,28 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, sta
 	// Our copy of the write end must close once Ray has its own, or the
 	// reader never sees EOF; exec.Cmd closes only files it opened itself.
 	return cmd, func() { w.Close() }, nil
+}
+
+// rayPlacement is Ray's --temp-dir and --num-cpus, decided once so every
+// restart of Ray gets the same argv (a fallback temp dir is random).
+func (a *agent) rayPlacement(b *bundle.Bundle) (tempDir string, cpus int, err error) {
+	a.placeOnce.Do(func() {
+		a.rayTempDir, a.placeErr = raylaunch.TempDir(a.cfg.State, "")
+		a.rayCPUs = raylaunch.RayCPUs(b.Ray.NumCPUs, raylaunch.ContainerCPUs(raylaunch.CPUConfig{}))
+	})
+	return a.rayTempDir, a.rayCPUs, a.placeErr
+}
+
+// secrets are every secret value the agent holds (b nil: before
+// enrollment), so that none reaches Ray's or the version probe's env.
+func (a *agent) secrets(b *bundle.Bundle) []string {
+	s := []string{a.cfg.JoinToken.Reveal(), a.cfg.ContainerAPIKey.Reveal(),
+		base64.StdEncoding.EncodeToString(a.portKey), string(a.portKey)}
+	if b != nil {
+		s = append(s, b.ClusterToken.Reveal(), base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()),
+			string(b.AppRootKey.Reveal()), string(b.NodeKeyPEM.Reveal()))
+	}
+	return s
 }
 
 // guestAPI builds the guest API server from the bundle and the env's

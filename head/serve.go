@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -14,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -62,7 +60,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.state, "state", "", "state dir made by head init")
 	fs.StringVar(&f.config, "config", "", "config file (JSON, SPEC §8)")
 	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap")
-	fs.StringVar(&f.shim, "shim", "", "optional Python file put first on Ray's PYTHONPATH")
+	fs.StringVar(&f.shim, "shim", "", "Python file put first on Ray's PYTHONPATH (default: the built-in sitecustomize.py; none: no shim)")
 	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh, the command of built-in rentals (default: the one built into head)")
 	fs.StringVar(&f.listenA, "listen-a", "", "port A address (HTTPS enrollment), e.g. 203.0.113.1:8443")
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (mutual TLS heartbeats), e.g. 203.0.113.1:8444")
@@ -71,7 +69,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast_<app id prefix>): on, off, or auto (on with --provider vast)")
 	fs.DurationVar(&f.retention, "ended-retention", registry.DefaultRetention, "how long ended candidates stay listed before they are pruned")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE|none] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
 			"Serves port A (/bootstrap, /ca.pem, /enroll), port B (/heartbeat, /report) and\n"+
 			"the admin API on DIR/admin.sock (0600). SIGTERM: stop accepting, finish\n"+
 			"in-flight requests, exit 0. An invalid config exits 2 with the reason.\n\n")
@@ -131,13 +129,9 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		return fmt.Errorf("read agent: %w", err)
 	}
 	agentSum := sha256.Sum256(agent)
-	var shim *wire.Shim
-	if f.shim != "" {
-		b, err := os.ReadFile(f.shim)
-		if err != nil {
-			return fmt.Errorf("read shim: %w", err)
-		}
-		shim = &wire.Shim{Name: filepath.Base(f.shim), ContentB64: base64.StdEncoding.EncodeToString(b)}
+	shim, err := loadShim(f.shim, log)
+	if err != nil {
+		return err
 	}
 	command := rayvast.Bootloader()
 	if f.bootloader != "" {
@@ -199,7 +193,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: boundedPortCheck(maxPortChecks),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
-		Log: log.With("port", "A"),
+		Log: log.With("port", "A"), Ray: cfg.Ray,
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,
 			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
 	})

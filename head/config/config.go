@@ -76,6 +76,9 @@ func Validate(c *wire.Config) error {
 	if err := validateHostPort(c.Ray.HeadAddress); err != nil {
 		return fmt.Errorf("ray.head_address: %w", err)
 	}
+	if err := validateRay(c.Ray); err != nil {
+		return err
+	}
 	if len(c.NodeTypes) == 0 {
 		return fmt.Errorf("node_types: at least one node type is needed")
 	}
@@ -102,6 +105,9 @@ func Validate(c *wire.Config) error {
 			if k == "" || v < 0 {
 				return fmt.Errorf("node_types.%s.resources: empty name or negative amount", n)
 			}
+		}
+		if err := validateNodeTypeRay(n, t); err != nil {
+			return err
 		}
 	}
 	known := map[string]bool{}
