@@ -53,7 +53,11 @@ func newProvider(name string, pc *wire.ProviderConfig, block *blocklist.List, o 
 		if pc != nil && pc.Image != "" && os.Getenv(docker.EnvImage) == "" {
 			os.Setenv(docker.EnvImage, pc.Image)
 		}
-		return docker.New(o) // its errors say "docker provider: …"
+		var net docker.NetOptions // the block's knobs of vast's network; the env's win
+		if pc != nil && pc.Kind == "docker" {
+			net = docker.NetOptions{Hairpin: pc.Hairpin, PerIP: pc.PerIP}
+		}
+		return docker.NewWithNet(o, net) // its errors say "docker provider: …"
 	case "vast":
 		if pc != nil {
 			p, err := vast.NewFromSettings(o, block, *pc)
