@@ -29,6 +29,12 @@ func validateProvider(c *wire.Config) error {
 	default:
 		return fmt.Errorf("provider.kind: %q: want none, docker or vast", p.Kind)
 	}
+	if p.PerIP < 0 {
+		return fmt.Errorf("provider.per_ip: must not be negative")
+	}
+	if p.Kind != "docker" && (p.Hairpin || p.PerIP != 0) {
+		return fmt.Errorf("provider: hairpin and per_ip shape the docker provider's local network, not %s's", p.Kind)
+	}
 	if p.Kind != "vast" {
 		// Only vast rents by offer; a docker or none block with vast's
 		// settings is a config mixed up, not something to ignore.

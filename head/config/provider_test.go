@@ -13,6 +13,7 @@ func TestProviderGood(t *testing.T) {
 	for _, block := range []string{
 		`"provider":{"kind":"none"}`,
 		`"provider":{"kind":"docker","image":"rayvast-candidate:x"}`,
+		`"provider":{"kind":"docker","hairpin":true,"per_ip":2}`,
 		`"provider":{"kind":"vast","image":"rayproject/ray:2.53.0-gpu","disk_gb":32,"base_url":"https://console.vast.ai",
 		  "api_key_file":"/etc/rayvast/vast_key","node_types":{"gpu1":{"gpu_name":"RTX 4090","max_dph":0.5}}},"max_dph_total":2`,
 	} {
@@ -33,6 +34,8 @@ func TestProviderRefuses(t *testing.T) {
 		{"unknown kind", `"provider":{"kind":"aws"}`, `provider.kind: "aws"`},
 		{"api key in config", `"provider":{"kind":"vast","api_key":"k"}`, "unknown field"},
 		{"vast settings on docker", `"provider":{"kind":"docker","node_types":{"gpu1":{}}}`, "vast settings"},
+		{"hairpin on vast", `"provider":{"kind":"vast","hairpin":true}`, "docker provider's local network"},
+		{"negative per_ip", `"provider":{"kind":"docker","per_ip":-1}`, "provider.per_ip"},
 		{"image on none", `"provider":{"kind":"none","image":"x"}`, "kind none"},
 		{"bad base url", `"provider":{"kind":"vast","base_url":"console.vast.ai"}`, "provider.base_url"},
 		{"unknown node type", `"provider":{"kind":"vast","node_types":{"gpu9":{}}}`, "provider.node_types.gpu9"},
