@@ -15,12 +15,19 @@ import (
 // for each example passes tools/autoscaler/check_config.py (Ray's own
 // ray-schema.json, validate_config's checks, every key v1 indexes).
 func TestAutoscalerYAMLPassesRaySchema(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err == nil {
-		if out, e := exec.Command(py, "-c", "import yaml, jsonschema").CombinedOutput(); e != nil {
-			err = e
-			t.Logf("%s", out)
+	// python3 on PATH first (it may be a pyenv one with the modules), then
+	// Debian's, where .ci/run's apt-get puts python3-yaml and -jsonschema.
+	var py string
+	var err error
+	for _, name := range []string{"python3", "/usr/bin/python3"} {
+		if py, err = exec.LookPath(name); err != nil {
+			continue
 		}
+		var out []byte
+		if out, err = exec.Command(py, "-c", "import yaml, jsonschema").CombinedOutput(); err == nil {
+			break
+		}
+		t.Logf("%s: %s", py, out)
 	}
 	if err != nil {
 		if os.Getenv("CI") == "true" {

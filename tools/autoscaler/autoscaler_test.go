@@ -15,22 +15,32 @@ import (
 // or fails when CI=true (.ci/run installs them).
 func python(t *testing.T, modules ...string) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err == nil {
-		for _, m := range modules {
-			if out, err2 := exec.Command(py, "-c", "import "+m).CombinedOutput(); err2 != nil {
-				err = &missing{m + ": " + strings.TrimSpace(string(out))}
-				break
-			}
+	var err error
+	// python3 on PATH first (it may be a pyenv one with the modules), then
+	// Debian's, where .ci/run's apt-get puts python3-yaml and -jsonschema.
+	for _, name := range []string{"python3", "/usr/bin/python3"} {
+		var py string
+		if py, err = exec.LookPath(name); err != nil {
+			continue
+		}
+		if err = importsAll(py, modules); err == nil {
+			return py
 		}
 	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("python3 with %v: %v", modules, err)
-		}
-		t.Skipf("SKIPPING: python3 with %v: %v", modules, err)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("python3 with %v: %v", modules, err)
 	}
-	return py
+	t.Skipf("SKIPPING: python3 with %v: %v", modules, err)
+	return ""
+}
+
+func importsAll(py string, modules []string) error {
+	for _, m := range modules {
+		if out, err := exec.Command(py, "-c", "import "+m).CombinedOutput(); err != nil {
+			return &missing{m + ": " + strings.TrimSpace(string(out))}
+		}
+	}
+	return nil
 }
 
 type missing struct{ s string }
