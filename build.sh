@@ -11,11 +11,15 @@ out=${BIN:-bin} # BIN=dir builds elsewhere (the reproducibility test builds twic
 
 build() {
 	mkdir -p "$out"
-	go build "${flags[@]}" -o "$out/head" ./head
+	# The shim's native library first: head embeds it (head/shim).
+	head/shim/native/build.sh head/shim/native/lib
 	go build "${flags[@]}" -o "$out/agent" ./agent
+	# head embeds the agent it serves (head/agentbin; --agent overrides).
+	cp "$out/agent" head/agentbin/agent_built.bin
+	go build "${flags[@]}" -o "$out/head" ./head
 	go build "${flags[@]}" -o "$out/guesttoken" ./tools/guesttoken
 	go build "${flags[@]}" -o "$out/fakevast" ./tools/fakevast
-	echo "agent sha256: $(sha256sum "$out/agent" | cut -d' ' -f1)"
+	echo "agent sha256: $(sha256sum "$out/agent" | cut -d' ' -f1) (built into head)"
 	test/fakeray/build-natives.sh # the stand-in Ray's native raylet and core worker (cc)
 }
 

@@ -11,14 +11,19 @@ import (
 	"os"
 
 	"github.com/rayvast/rayvast/agent/hostcheck"
+	"github.com/rayvast/rayvast/agent/raylaunch"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-const checkUsage = `usage: agent check [--root DIR] [--public-ip IP] [--resolvers LIST]
+const checkUsage = `usage: agent check [--root DIR] [--public-ip IP] [--resolvers LIST] [--python PATH]
 
 Runs the host checks of SPEC §5 alone and prints them as JSON
-({"checks":{…},"gpus":n}). Exit 0 when capabilities, netns, shm and egress
-all pass, 1 otherwise, 2 on bad flags. For operators vetting an image or host.
+({"checks":{…},"gpus":n,"gpu_models":[…],"ray_version":…,"python_version":…}).
+Exit 0 when capabilities, netns, shm and egress all pass, 1 otherwise, 2 on
+bad flags. For operators vetting an image or host. The GPU count and models
+and the Ray and Python versions are reported, judged by the head at
+enrollment (Ray 2.52 or newer, and the config's ray.version and
+ray.python_version where set).
 
   --root DIR        host root the /proc, /dev and /sys paths are built from (default /)
   --public-ip IP    the IP egress must be seen from
@@ -26,6 +31,8 @@ all pass, 1 otherwise, 2 on bad flags. For operators vetting an image or host.
   --resolvers LIST  who-am-I resolvers, comma list of kind@ip:port, kinds
                     opendns, google, cloudflare (default $RAYVAST_EGRESS_RESOLVERS,
                     else the public resolvers)
+  --python PATH     the Python whose ray.__version__ is reported
+                    (default $RAYVAST_PYTHON, else python3)
 `
 
 func checkCommand(args []string, stdout, stderr io.Writer) int {
@@ -34,6 +41,7 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 	root := fs.String("root", "/", "")
 	publicIP := fs.String("public-ip", firstEnv(wire.EnvPublicIP, wire.EnvVastPublicIP), "")
 	resolvers := fs.String("resolvers", os.Getenv(wire.EnvEgressResolvers), "")
+	python := fs.String("python", firstEnv(wire.EnvPython), "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, checkUsage)
@@ -53,6 +61,15 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	report := hostcheck.Run(context.Background(), hostcheck.Config{Root: *root, PublicIP: *publicIP, Resolvers: res, Log: log})
+	if *python == "" {
+		*python = "python3"
+	}
+	v, err := hostcheck.ProbeRay(context.Background(), hostcheck.RayProbe{Python: *python,
+		Env: raylaunch.Scrubbed(os.Environ(), []string{os.Getenv(wire.EnvJoinToken), os.Getenv(wire.EnvVastAPIKey)})})
+	if err != nil {
+		log.Warn("ray version probe failed", "err", err)
+	}
+	report.RayVersion, report.PythonVersion = v.Ray, v.Python
 	out, _ := json.MarshalIndent(report, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", out)
 	if !hostcheck.AllOK(report) {

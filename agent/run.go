@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/rayvast/rayvast/agent/envconfig"
 	"github.com/rayvast/rayvast/agent/guestapi"
 	"github.com/rayvast/rayvast/agent/hostcheck"
+	"github.com/rayvast/rayvast/agent/raylaunch"
 	"github.com/rayvast/rayvast/internal/portcheck"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -79,9 +81,15 @@ type agent struct {
 	rayLog   *guestapi.LogRing // /logs/ray
 	selfSum  string
 	checks   wire.CheckReport
-	portKey  []byte
-	ca       *x509.Certificate
-	headA    netip.AddrPort
+	versions <-chan hostcheck.RayVersions // the version probe, started first
+	// Ray's placement, decided once (rayPlacement).
+	placeOnce  sync.Once
+	rayTempDir string
+	rayCPUs    int
+	placeErr   error
+	portKey    []byte
+	ca         *x509.Certificate
+	headA      netip.AddrPort
 }
 
 func newAgent(cfg envconfig.Config, stderr io.Writer) *agent {
@@ -98,6 +106,9 @@ func newAgent(cfg envconfig.Config, stderr io.Writer) *agent {
 
 func (a *agent) run() int {
 	a.log.Info("agent starting", "version", version, "instance_id", a.cfg.InstanceID, "head", a.headA.String(), "public_ip", a.cfg.PublicIP.String())
+	probeCtx, stopProbe := context.WithCancel(context.Background())
+	defer stopProbe()
+	a.versions = a.probeRay(probeCtx) // first: Python's start is the slowest step before enrolling
 	a.selfSum, _ = selfSHA256()
 	if a.selfSum != a.cfg.BootstrapSHA256 {
 		// bootloader.sh checked the download; an image may embed another build.
@@ -172,12 +183,21 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 		return nil, fmt.Errorf("env %s: %w", wire.EnvEgressResolvers, err)
 	}
 	a.checks = hostcheck.Run(ctx, hostcheck.Config{Root: "/", PublicIP: a.cfg.PublicIP.String(), Resolvers: resolvers, Log: a.log})
+	var v hostcheck.RayVersions
+	select {
+	case v = <-a.versions:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	a.checks.RayVersion, a.checks.PythonVersion = v.Ray, v.Python
 
 	req := wire.EnrollRequest{Version: wire.Version, InstanceID: a.cfg.InstanceID, JoinToken: a.cfg.JoinToken.Reveal(),
-		Checks: a.checks.Checks, GPUs: a.checks.GPUs, Ports: a.cfg.Ports, PortKey: base64.StdEncoding.EncodeToString(a.portKey)}
+		Checks: a.checks.Checks, GPUs: a.checks.GPUs, GPUModels: a.checks.GPUModels,
+		RayVersion: v.Ray, PythonVersion: v.Python,
+		Ports: a.cfg.Ports, PortKey: base64.StdEncoding.EncodeToString(a.portKey)}
 	hc := enroll.HTTPClient(enroll.TLSConfig(ca, a.cfg.Head, nil), 60*time.Second) // the head's port check takes up to 10 s
 	url := "https://" + a.headA.String() + "/enroll"
-	a.log.Info("enrolling", "url", url, "gpus", req.GPUs)
+	a.log.Info("enrolling", "url", url, "gpus", req.GPUs, "gpu_models", req.GPUModels, "ray_version", req.RayVersion, "python_version", req.PythonVersion)
 	resp, err := backoff.Retry(ctx, retry, "enroll", func(ctx context.Context) (wire.EnrollResponse, error) {
 		return enroll.Enroll(ctx, hc, url, req)
 	})
@@ -193,6 +213,24 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 	}
 	a.log.Info("enrolled", "app_id", b.AppID, "node_ip", b.Ray.NodeIPAddress, "heartbeat_port", b.Heartbeat.Port, "interval", b.HeartbeatInterval())
 	return b, nil
+}
+
+// probeRay asks the found Python for Ray's and its own version (SPEC §5),
+// once, in Ray's scrubbed environment. The head judges the answer; an
+// unknown version is sent as "" and refused there as ray_version, so the
+// reason reaches the operator through head status.
+func (a *agent) probeRay(ctx context.Context) <-chan hostcheck.RayVersions {
+	out := make(chan hostcheck.RayVersions, 1)
+	env := raylaunch.Scrubbed(os.Environ(), a.secrets(nil)) // before enrolling: no bundle secrets yet
+	go func() {
+		v, err := hostcheck.ProbeRay(ctx, hostcheck.RayProbe{Python: a.cfg.Python, Env: env})
+		if err != nil {
+			a.log.Warn("ray version probe failed: the head will refuse this node as ray_version", "err", err)
+		}
+		a.log.Info("ray version", "python", a.cfg.Python, "ray_version", v.Ray, "python_version", v.Python)
+		out <- v
+	}()
+	return out
 }
 
 // headClient talks to port B with the node cert.

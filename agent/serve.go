@@ -127,24 +127,20 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 	return code
 }
 
-// secretForms is every secret the agent holds, in every form a copy in
-// Ray's environment could take: the environment's, the bundle's, and the
-// port-check key.
-func (a *agent) secretForms(b *bundle.Bundle) []string {
-	all := append(a.cfg.Secrets(), b.Secrets()...)
-	return secret.AllForms(append(all, secret.NewBytes(a.portKey))...)
-}
-
 // rayCommand builds Ray's exec.Cmd: argv and env from raylaunch, output
 // through a pipe we copy to our stderr and /logs/ray (the supervisor wants
 // *os.File stdio: it never calls Wait, which would end copy goroutines).
 // Call started after Start: it closes our copy of the pipe's write end.
 func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, started func(), err error) {
+	tmp, cpus, err := a.rayPlacement(b)
+	if err != nil {
+		return nil, nil, err
+	}
 	argv, env := raylaunch.Command(raylaunch.Params{
-		Python: a.cfg.Python, Ray: b.Ray,
+		Python: a.cfg.Python, Ray: b.Ray, NumCPUs: cpus, TempDir: tmp,
+		CandidateID: b.CandidateID, NodeType: b.NodeType,
 		NodeCert: p.NodeCert, NodeKey: p.NodeKey, CACert: p.CACert, ClusterTokenPath: p.ClusterToken, ShimDir: p.ShimDir,
-		Env:     os.Environ(),
-		Secrets: a.secretForms(b),
+		Env: os.Environ(), Secrets: a.secrets(b),
 	})
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -163,6 +159,28 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, sta
 	// Our copy of the write end must close once Ray has its own, or the
 	// reader never sees EOF; exec.Cmd closes only files it opened itself.
 	return cmd, func() { w.Close() }, nil
+}
+
+// rayPlacement is Ray's --temp-dir and --num-cpus, decided once so every
+// restart of Ray gets the same argv (a fallback temp dir is random).
+func (a *agent) rayPlacement(b *bundle.Bundle) (tempDir string, cpus int, err error) {
+	a.placeOnce.Do(func() {
+		a.rayTempDir, a.placeErr = raylaunch.TempDir(a.cfg.State, "")
+		a.rayCPUs = raylaunch.RayCPUs(b.Ray.NumCPUs, raylaunch.ContainerCPUs(raylaunch.CPUConfig{}))
+	})
+	return a.rayTempDir, a.rayCPUs, a.placeErr
+}
+
+// secrets is every secret the agent holds, in every form a copy could
+// take (secret.AllForms), so that none reaches Ray's or the version
+// probe's env: the environment's, the port-check key and, once enrolled
+// (b not nil; nil before enrollment), the bundle's.
+func (a *agent) secrets(b *bundle.Bundle) []string {
+	all := append(a.cfg.Secrets(), secret.NewBytes(a.portKey))
+	if b != nil {
+		all = append(all, b.Secrets()...)
+	}
+	return secret.AllForms(all...)
 }
 
 // guestAPI builds the guest API server from the bundle and the env's

@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -27,9 +28,9 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	state := fs.String("state", "", "state dir of the head")
 	cfgPath := fs.String("config", "", "config file (for the cluster name; optional)")
-	prov := fs.String("provider", "none", "the head's built-in provider: none, docker or vast")
+	prov := fs.String("provider", "", "the head's built-in provider: none, docker or vast (default: the config's provider.kind, else none)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: head down --state DIR [--config FILE] [--provider none|docker|vast]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: head down --state DIR|--config FILE [--provider none|docker|vast]\n\n"+
 			"Ends the cluster: every candidate through the running head (which then rents\n"+
 			"nothing more until it restarts), every rental the provider still lists by\n"+
 			"label, and the nftables table of a stopped head.\n\n")
@@ -41,6 +42,9 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if *state == "" && *cfgPath != "" {
+		*state = defaultStateDir(*cfgPath) // where head up put it
+	}
 	if *state == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
@@ -51,7 +55,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cluster := st.Cluster
-	var provCfg *wire.ProviderConfig // the config's provider block, if any
+	var pc *wire.ProviderConfig
 	if *cfgPath != "" {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
@@ -61,7 +65,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cfg.Cluster != "" {
 			cluster = cfg.Cluster
 		}
-		provCfg = cfg.Provider
+		*prov, pc = providerKind(*prov, cfg), cfg.Provider
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	dc := reconcile.DownConfig{StateDir: st.Dir, Log: log,
@@ -77,7 +81,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		dc.Rentals = r
 	} else {
-		p, err := newProvider(*prov, provCfg, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
+		p, err := newProvider(*prov, pc, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
 		if err != nil {
 			fmt.Fprintf(stderr, "head down: %v\n", err)
 			return 1
@@ -92,6 +96,14 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "head down: %v\n", err)
 		return 1
+	}
+	if *prov == "docker" && !rep.HeadRunning {
+		// Nothing uses the cluster's network any more (a running head's
+		// provider still would): remove it with anything left on it.
+		if err := docker.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == cluster }); err != nil {
+			fmt.Fprintf(stderr, "head down: %v\n", err)
+			return 1
+		}
 	}
 	return 0
 }

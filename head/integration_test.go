@@ -141,7 +141,7 @@ func TestHeadBinary(t *testing.T) {
 		t.Fatalf("second head init succeeded: %s", out)
 	}
 	cfg := `{"cluster":"it","ray":{"head_address":"127.0.0.1:6379"},
-	 "node_types":{"cpu":{"gpus":0,"max_workers":4,"resources":{"CPU":2},"labels":{"k":"v"}}},
+	 "node_types":{"cpu":{"gpus":0,"max_workers":4,"resources":{"cpu_slot":2},"labels":{"k":"v"}}},
 	 "guest_api":{"anonymous_scopes":["guest:version"],"external_issuers":[]},"heartbeat_interval_s":5}`
 	cfgPath := filepath.Join(dir, "config.json")
 	os.WriteFile(cfgPath, []byte(cfg), 0o600)
@@ -242,9 +242,31 @@ func TestHeadBinary(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, mtext)
 		}
 	}
+	// A node image with an old Ray: refused ray_version, shown in status.
+	var c4 wire.CandidateCreated
+	if st := adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-4", PublicIP: "127.0.4.4"}, &c4); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	oldRay := func() int {
+		a, err := fakeagent.Start("127.0.4.4", fakeagent.Answer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		req := a.Request("it-4", c4.JoinToken, 0)
+		req.RayVersion = "2.47.1"
+		st, _, _ := fakeagent.Post(context.Background(), fakeagent.Client("127.0.4.4", pool, nil), baseA+"/enroll", req)
+		return st
+	}()
 	statusOut, err := exec.Command(bin, "status", "--state", state).CombinedOutput()
 	if err != nil || !strings.Contains(string(statusOut), "it-1") || !strings.Contains(string(statusOut), c2.CandidateID) {
 		t.Errorf("head status: %v\n%s", err, statusOut)
+	}
+	if line := lineWith(string(statusOut), c4.CandidateID); oldRay != 403 || !strings.Contains(line, wire.ReasonRayVersion) {
+		t.Errorf("old ray: enroll %d; status line %q, want ray_version", oldRay, line)
+	}
+	if logs, _ := os.ReadFile(logPath); !strings.Contains(string(logs), "ray_version=2.47.1") {
+		t.Errorf("head log does not name the node's ray version")
 	}
 	if d := <-slowA; d > 20*time.Second {
 		t.Errorf("a silent client held port A for %v", d)
@@ -411,7 +433,7 @@ func slowClientCut(t *testing.T, addr string) <-chan time.Duration {
 
 // TestHelp: every subcommand answers --help with exit 0 and its usage line.
 func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"init", "serve", "status"} {
+	for _, cmd := range []string{"init", "serve", "status", "up"} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), []string{cmd, "--help"}, &out, &errb)
 		if code != 0 || !strings.Contains(errb.String()+out.String(), "usage: head "+cmd) {
@@ -448,4 +470,13 @@ func slowHeadersCut(t *testing.T, addr string, pool *x509.CertPool) <-chan time.
 		out <- time.Since(start)
 	}()
 	return out
+}
+
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }

@@ -2,13 +2,15 @@
 // which rented containers may join (SPEC §1, §8).
 //
 //	head init   --state DIR --ip IP [--dns NAME] [--cluster NAME]
-//	head serve  --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]
+//	head up     --config FILE [--state DIR] [--no-ray-head] [--down-on-exit]
+//	head serve  --state DIR --config FILE [--agent FILE] [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast]
 //	head status --state DIR
 //	head logs   --state DIR NODE [--ray|--agent] [--tail N] [--follow]
 //	head node   --state DIR NODE
 //	head down   --state DIR [--config FILE] [--provider none|docker|vast]
 //	head ray-head-cert --state DIR --ip IP --out DIR
 //	head demo   [flags]
+//	head version
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 const usage = `usage: head <command> [flags]
 
 commands:
+  up       the whole cluster from one config file: init, Ray head, serve
   init     create a new state dir: cluster CA, head certificate, cluster token, app id and key
   serve    serve port A (enrollment), port B (heartbeats) and the admin API on STATE/admin.sock
   status   print the candidates and nodes of a running head (from STATE/admin.sock)
@@ -33,6 +36,7 @@ commands:
   down     end the cluster: every candidate and every rental the provider lists
   ray-head-cert
            write the TLS files and token file the Ray head needs, print its env
+  version  print the SHA-256 of this binary and of the agent built into it
   demo     try the whole flow on this machine's Docker Engine: 3 candidates, one unsafe
 
 Run "head <command> --help" for the flags of a command.
@@ -55,6 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "init":
 		return runInit(args[1:], stdout, stderr)
+	case "up":
+		return runUp(ctx, args[1:], stdout, stderr)
+	case "version":
+		return runVersion(stdout, stderr)
 	case "serve":
 		return runServe(ctx, args[1:], stderr)
 	case "status":

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -14,8 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -28,14 +25,11 @@ import (
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/nodeapi"
 	"github.com/rayvast/rayvast/head/provider"
-	"github.com/rayvast/rayvast/head/provider/docker"
-	"github.com/rayvast/rayvast/head/provider/vast"
 	"github.com/rayvast/rayvast/head/ratelimit"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/head/statedir"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 type serveFlags struct {
@@ -61,17 +55,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	var f serveFlags
 	fs.StringVar(&f.state, "state", "", "state dir made by head init")
 	fs.StringVar(&f.config, "config", "", "config file (JSON, SPEC §8)")
-	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap")
-	fs.StringVar(&f.shim, "shim", "", "optional Python file put first on Ray's PYTHONPATH")
+	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap (default: the one built into head)")
+	fs.StringVar(&f.shim, "shim", "", "Python file put first on Ray's PYTHONPATH (default: the built-in sitecustomize.py; none: no shim)")
 	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh, the command of built-in rentals (default: the one built into head)")
 	fs.StringVar(&f.listenA, "listen-a", "", "port A address (HTTPS enrollment), e.g. 203.0.113.1:8443")
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (mutual TLS heartbeats), e.g. 203.0.113.1:8444")
-	fs.StringVar(&f.provider, "provider", "none", "none (external provider via the admin API), docker or vast")
+	fs.StringVar(&f.provider, "provider", "", "none (external provider via the admin API), docker or vast (default: the config's provider.kind, else none)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast_<app id prefix>): on, off, or auto (on with --provider vast)")
 	fs.DurationVar(&f.retention, "ended-retention", registry.DefaultRetention, "how long ended candidates stay listed before they are pruned")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE --agent FILE [--shim FILE] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE [--agent FILE] [--shim FILE|none] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
 			"Serves port A (/bootstrap, /ca.pem, /enroll), port B (/heartbeat, /report) and\n"+
 			"the admin API on DIR/admin.sock (0600). SIGTERM: stop accepting, finish\n"+
 			"in-flight requests, exit 0. An invalid config exits 2 with the reason.\n\n")
@@ -83,16 +77,22 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if f.state == "" || f.config == "" || f.agent == "" || f.listenA == "" || f.listenB == "" || fs.NArg() > 0 {
+	if f.state == "" || f.config == "" || f.listenA == "" || f.listenB == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
 	}
 	switch f.provider {
-	case "none", "docker", "vast":
+	case "", "none", "docker", "vast":
 	default:
 		fmt.Fprintf(stderr, "head serve: --provider %q: want none, docker or vast\n", f.provider)
 		return 2
 	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		fmt.Fprintf(stderr, "head serve: %v\n", err)
+		return 2
+	}
+	f.provider = providerKind(f.provider, cfg)
 	switch {
 	case f.firewall != "on" && f.firewall != "off" && f.firewall != "auto":
 		fmt.Fprintf(stderr, "head serve: --firewall %q: want on, off or auto\n", f.firewall)
@@ -109,35 +109,35 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg, err := config.Load(f.config)
-	if err != nil {
-		fmt.Fprintf(stderr, "head serve: %v\n", err)
-		return 2
-	}
-	if err := serve(ctx, f, cfg, log); err != nil {
+	if err := serve(ctx, f, cfg, log, serveHooks{}); err != nil {
 		log.Error("head serve failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logger) error {
+// serveHooks let `head up` act between serve's steps; `head serve` sets none.
+type serveHooks struct {
+	// provider runs once the provider is open (a Docker network exists, so
+	// its gateway can be bound) and before the ports listen.
+	provider func(ctx context.Context) error
+	// listening runs once ports A and B and the admin socket listen.
+	listening func(portA, portB, adminSock string)
+}
+
+func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logger, hooks serveHooks) error {
 	st, err := statedir.Load(f.state)
 	if err != nil {
 		return err
 	}
-	agent, err := os.ReadFile(f.agent)
+	agent, err := loadAgent(f.agent)
 	if err != nil {
-		return fmt.Errorf("read agent: %w", err)
+		return err
 	}
 	agentSum := sha256.Sum256(agent)
-	var shim *wire.Shim
-	if f.shim != "" {
-		b, err := os.ReadFile(f.shim)
-		if err != nil {
-			return fmt.Errorf("read shim: %w", err)
-		}
-		shim = &wire.Shim{Name: filepath.Base(f.shim), ContentB64: base64.StdEncoding.EncodeToString(b)}
+	shim, err := loadShim(f.shim, log)
+	if err != nil {
+		return err
 	}
 	command := rayvast.Bootloader()
 	if f.bootloader != "" {
@@ -175,6 +175,11 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	if err := driver.Reattach(ctx); err != nil {
 		return err
 	}
+	if hooks.provider != nil {
+		if err := hooks.provider(ctx); err != nil {
+			return err
+		}
+	}
 
 	lnA, err := net.Listen("tcp", f.listenA)
 	if err != nil {
@@ -199,7 +204,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: boundedPortCheck(maxPortChecks),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
-		Log: log.With("port", "A"),
+		Log: log.With("port", "A"), Ray: cfg.Ray,
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,
 			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
 	})
@@ -271,6 +276,9 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		"admin", st.Path(statedir.AdminSocket), "provider", f.provider, "head_ip", st.HeadIP,
 		"ca_sha256", st.CA.Fingerprint(), "bootstrap_sha256", hex.EncodeToString(agentSum[:]),
 		"heartbeat_interval", cfg.HeartbeatInterval.String(), "node_types", len(cfg.NodeTypes))
+	if hooks.listening != nil {
+		hooks.listening(lnA.Addr().String(), lnB.Addr().String(), st.Path(statedir.AdminSocket))
+	}
 
 	var runErr error
 	select {
@@ -298,28 +306,4 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		log.Info("stopped")
 	}
 	return runErr
-}
-
-// newProvider builds the built-in provider; nil for "none". Providers read
-// their own knobs from the environment (see their packages); vast takes the
-// config's provider block when it has one of kind vast, else the
-// RAYVAST_VAST_CONFIG file.
-func newProvider(name string, pc *wire.ProviderConfig, block *blocklist.List, o provider.Options) (provider.Provider, error) {
-	switch name {
-	case "none", "":
-		return nil, nil
-	case "docker":
-		return docker.New(o) // its errors say "docker provider: …"
-	case "vast":
-		if pc != nil && pc.Kind == "vast" {
-			p, err := vast.NewFromSettings(o, block, *pc)
-			if err != nil {
-				return nil, err // not a typed nil in the interface
-			}
-			return p, nil
-		}
-		return vast.New(o, block) // its errors say "vast provider: …"
-	default:
-		return nil, fmt.Errorf("--provider %s: want none, docker or vast", strconv.Quote(name))
-	}
 }

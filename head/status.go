@@ -50,6 +50,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	printStatus(stdout, cands, nodes, time.Now())
+	printRayHead(stdout, *state, time.Now())
 	return 0
 }
 

@@ -26,6 +26,8 @@ const DefaultHeartbeatInterval = 30 * time.Second
 // secrets (in redacting types) and the Ray, guest API and heartbeat params.
 type Bundle struct {
 	InstanceID   string
+	CandidateID  string          // Ray's RAY_CLOUD_INSTANCE_ID
+	NodeType     string          // Ray's RAY_NODE_TYPE_NAME
 	NodeCert     tls.Certificate // leaf + key, for mutual TLS and the guest API
 	NodeCertPEM  []byte
 	NodeKeyPEM   secret.Bytes
@@ -75,7 +77,8 @@ var shimName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 // Parse checks an enroll answer against what the agent already knows: the
 // pinned CA, its instance ID and its 64 ports. Errors never quote secrets.
 func Parse(resp wire.EnrollResponse, pinned *x509.Certificate, instanceID string, ports []int) (*Bundle, error) {
-	b := &Bundle{InstanceID: instanceID, AppID: resp.AppID, Ray: resp.Ray, GuestAPI: resp.GuestAPI, Heartbeat: resp.Heartbeat}
+	b := &Bundle{InstanceID: instanceID, CandidateID: resp.CandidateID, NodeType: resp.NodeType,
+		AppID: resp.AppID, Ray: resp.Ray, GuestAPI: resp.GuestAPI, Heartbeat: resp.Heartbeat}
 	ca, err := pki.ParseCert([]byte(resp.CACert))
 	if err != nil {
 		return nil, fmt.Errorf("bundle ca_cert: %w", err)
@@ -114,6 +117,9 @@ func Parse(resp wire.EnrollResponse, pinned *x509.Certificate, instanceID string
 	}
 	if resp.Ray.HeadAddress == "" || resp.Ray.NodeIPAddress == "" {
 		return nil, errors.New("bundle ray: head_address and node_ip_address are required")
+	}
+	if err := checkIdentity(resp, instanceID); err != nil {
+		return nil, err
 	}
 	if resp.Heartbeat.Port < 1 || resp.Heartbeat.Port > 65535 {
 		return nil, errors.New("bundle heartbeat.port: out of range")
@@ -187,6 +193,24 @@ func checkPorts(resp wire.EnrollResponse, ports []int) error {
 	}
 	if r.NumGPUs < 0 {
 		return errors.New("bundle num_gpus: negative")
+	}
+	return nil
+}
+
+// checkIdentity: the names that reach Ray's argv and env are plain
+// identifiers, and Ray's node name is this instance (SPEC §6 step 9).
+func checkIdentity(resp wire.EnrollResponse, instanceID string) error {
+	if !wire.ValidInstanceID(resp.CandidateID) {
+		return errors.New("bundle candidate_id: want 1-64 of [A-Za-z0-9._-]")
+	}
+	if !wire.ValidInstanceID(resp.NodeType) {
+		return errors.New("bundle node_type: want 1-64 of [A-Za-z0-9._-]")
+	}
+	if resp.Ray.NodeName != instanceID {
+		return fmt.Errorf("bundle ray.node_name %q: want the instance id %q", resp.Ray.NodeName, instanceID)
+	}
+	if resp.Ray.NumCPUs < 1 {
+		return errors.New("bundle ray.num_cpus: want at least 1")
 	}
 	return nil
 }

@@ -23,6 +23,9 @@ func TestParseGood(t *testing.T) {
 	if b.AppRootKey.Len() != 32 || b.ClusterToken.Reveal() != enrolltest.ClusterToken || b.Shim.Name != "sitecustomize.py" {
 		t.Errorf("bundle not carried over: %+v", b)
 	}
+	if b.CandidateID != "c-0123456789abcdef" || b.NodeType != "gpu1" {
+		t.Errorf("candidate id %q, node type %q not carried over", b.CandidateID, b.NodeType)
+	}
 	if b.NodeCert.Leaf == nil {
 		t.Error("node cert has no leaf")
 	}
@@ -59,6 +62,11 @@ func TestParseRejects(t *testing.T) {
 		{"no worker ports", func(r *wire.EnrollResponse) { r.Ray.WorkerPorts = nil }, "worker_ports"},
 		{"heartbeat port", func(r *wire.EnrollResponse) { r.Heartbeat.Port = 0 }, "heartbeat.port"},
 		{"no head address", func(r *wire.EnrollResponse) { r.Ray.HeadAddress = "" }, "head_address"},
+		{"no candidate id", func(r *wire.EnrollResponse) { r.CandidateID = "" }, "candidate_id"},
+		{"candidate id with spaces", func(r *wire.EnrollResponse) { r.CandidateID = "c 1" }, "candidate_id"},
+		{"node type with newline", func(r *wire.EnrollResponse) { r.NodeType = "gpu\n" }, "node_type"},
+		{"node name of another instance", func(r *wire.EnrollResponse) { r.Ray.NodeName = "inst-2" }, "node_name"},
+		{"no num cpus", func(r *wire.EnrollResponse) { r.Ray.NumCPUs = 0 }, "num_cpus"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := enrolltest.Response(t, ca, id, ip, ports)

@@ -37,12 +37,14 @@ type Switches struct{ PublicLogs, PublicSysinfo, PublicTCBInfo bool }
 
 // info is bundle.json: what was granted, without a single secret.
 type info struct {
-	InstanceID string               `json:"instance_id"`
-	AppID      string               `json:"app_id"`
-	Shim       string               `json:"shim,omitempty"`
-	Ray        wire.RayParams       `json:"ray"`
-	GuestAPI   wire.GuestAPIGrant   `json:"guest_api"`
-	Heartbeat  wire.HeartbeatParams `json:"heartbeat"`
+	InstanceID  string               `json:"instance_id"`
+	CandidateID string               `json:"candidate_id"`
+	NodeType    string               `json:"node_type"`
+	AppID       string               `json:"app_id"`
+	Shim        string               `json:"shim,omitempty"`
+	Ray         wire.RayParams       `json:"ray"`
+	GuestAPI    wire.GuestAPIGrant   `json:"guest_api"`
+	Heartbeat   wire.HeartbeatParams `json:"heartbeat"`
 }
 
 // Write puts b into dir (created 0700, or tightened to 0700; refused when
@@ -60,7 +62,7 @@ func Write(dir string, b *Bundle, sw Switches) (Paths, error) {
 	if err != nil {
 		return p, fmt.Errorf("write bundle: %w", err)
 	}
-	in := info{InstanceID: b.InstanceID, AppID: b.AppID, Ray: b.Ray, GuestAPI: b.GuestAPI, Heartbeat: b.Heartbeat}
+	in := info{InstanceID: b.InstanceID, CandidateID: b.CandidateID, NodeType: b.NodeType, AppID: b.AppID, Ray: b.Ray, GuestAPI: b.GuestAPI, Heartbeat: b.Heartbeat}
 	if b.Shim != nil {
 		in.Shim = b.Shim.Name
 	}

@@ -2,7 +2,9 @@ package hostcheck
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 var nvidiaDevRe = regexp.MustCompile(`^nvidia[0-9]+$`)
@@ -27,4 +29,57 @@ func countGPUs(cfg Config) int {
 		}
 	}
 	return n
+}
+
+// maxGPUModels bounds what is read and reported (the wire allows 64).
+const maxGPUModels = 64
+
+// gpuModels reads the Model: line of each
+// ROOT/proc/driver/nvidia/gpus/*/information, in PCI address order (the
+// directory names). A GPU whose file has no Model: line reports "": the
+// head then judges it a mismatch wherever a model is required. Reported,
+// not judged here.
+func gpuModels(cfg Config) []string {
+	dir := cfg.path("/proc/driver/nvidia/gpus")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return []string{}
+	}
+	models := []string{}
+	for _, e := range entries { // ReadDir sorts by name
+		if len(models) == maxGPUModels {
+			break
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "information"))
+		if err != nil {
+			models = append(models, "")
+			continue
+		}
+		models = append(models, parseGPUModel(string(b)))
+	}
+	return models
+}
+
+// parseGPUModel returns the value of the "Model:" line of an NVIDIA
+// information file ("Model: \t\t NVIDIA A100-SXM4-80GB"), printable and at
+// most 128 bytes (the wire's bound); "" when there is none.
+func parseGPUModel(info string) string {
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(k) != "Model" {
+			continue
+		}
+		v = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return ' '
+			}
+			return r
+		}, v)
+		v = strings.Join(strings.Fields(v), " ")
+		for len(v) > 128 {
+			v = v[:len(v)-1]
+		}
+		return strings.ToValidUTF8(v, "")
+	}
+	return ""
 }

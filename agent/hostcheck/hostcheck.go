@@ -1,5 +1,6 @@
 // Package hostcheck runs the agent's host checks before enrollment (SPEC §5):
-// capabilities, network namespace, /dev/shm, egress IP, and the GPU count.
+// capabilities, network namespace, /dev/shm, egress IP, the GPU count and
+// models, and (ProbeRay) the found Python's Ray and Python versions.
 // Each check is one small file; every host path is built from Config.Root so
 // tests run the checks against fake /proc, /dev and /sys trees.
 package hostcheck
@@ -64,7 +65,9 @@ var probes = []struct {
 	{"netns", func(_ context.Context, cfg Config, r *wire.CheckReport) { r.Checks.Netns = checkNetns(cfg) }},
 	{"shm", func(_ context.Context, cfg Config, r *wire.CheckReport) { r.Checks.Shm = checkShm(cfg) }},
 	{"egress", func(ctx context.Context, cfg Config, r *wire.CheckReport) { r.Checks.Egress = checkEgress(ctx, cfg) }},
-	{"gpus", func(_ context.Context, cfg Config, r *wire.CheckReport) { r.GPUs = countGPUs(cfg) }},
+	{"gpus", func(_ context.Context, cfg Config, r *wire.CheckReport) {
+		r.GPUs, r.GPUModels = countGPUs(cfg), gpuModels(cfg)
+	}},
 }
 
 // Run runs every check and returns the report `agent check` prints and
@@ -79,7 +82,7 @@ func Run(ctx context.Context, cfg Config) wire.CheckReport {
 	c := r.Checks
 	cfg.Log.Info("host checks",
 		"capabilities", c.Capabilities.OK, "netns", c.Netns.OK, "shm", c.Shm.OK,
-		"egress", c.Egress.OK, "egress_ip", c.Egress.IP, "gpus", r.GPUs)
+		"egress", c.Egress.OK, "egress_ip", c.Egress.IP, "gpus", r.GPUs, "gpu_models", r.GPUModels)
 	for _, ch := range []struct {
 		name string
 		wire.Check

@@ -16,6 +16,14 @@ import (
 type Params struct {
 	Python string         // $RAYVAST_PYTHON
 	Ray    wire.RayParams // from the enroll answer
+	// NumCPUs is what --num-cpus gets: the smaller of Ray.NumCPUs and the
+	// CPUs the container may use (NumCPUs). TempDir is Ray's --temp-dir
+	// (TempDir makes it).
+	NumCPUs int
+	TempDir string
+	// CandidateID and NodeType are the bundle's: Ray's node identity for
+	// the autoscaler (RAY_CLOUD_INSTANCE_ID, RAY_NODE_TYPE_NAME).
+	CandidateID, NodeType string
 	// Files of the written bundle.
 	NodeCert, NodeKey, CACert, ClusterTokenPath string
 	ShimDir                                     string // "" = no shim
@@ -28,12 +36,9 @@ type Params struct {
 // Command returns Ray's argv (argv[0] is the Python) and environment.
 func Command(p Params) (argv, env []string) {
 	r := p.Ray
-	resources, labels := "{}", "{}"
+	resources := "{}"
 	if len(r.Resources) > 0 {
 		resources = mustJSON(r.Resources)
-	}
-	if len(r.Labels) > 0 {
-		labels = mustJSON(r.Labels)
 	}
 	workers := make([]string, len(r.WorkerPorts))
 	for i, w := range r.WorkerPorts {
@@ -50,8 +55,13 @@ func Command(p Params) (argv, env []string) {
 		fmt.Sprintf("--metrics-export-port=%d", r.MetricsExportPort),
 		"--worker-port-list=" + strings.Join(workers, ","),
 		fmt.Sprintf("--num-gpus=%d", r.NumGPUs),
+		fmt.Sprintf("--num-cpus=%d", p.NumCPUs),
+		"--temp-dir=" + p.TempDir,
+		"--node-name=" + r.NodeName,
 		"--resources=" + resources,
-		"--labels=" + labels,
+	}
+	if len(r.Labels) > 0 { // Ray refuses an empty --labels value on some releases
+		argv = append(argv, "--labels="+mustJSON(r.Labels))
 	}
 	return argv, Env(p)
 }
@@ -59,19 +69,7 @@ func Command(p Params) (argv, env []string) {
 // Env is Ray's environment: the agent's, minus what Dropped names, plus
 // TLS and token settings, with the shim dir first on PYTHONPATH.
 func Env(p Params) []string {
-	var env []string
-	pythonPath := ""
-	for _, kv := range p.Env {
-		name, value, ok := strings.Cut(kv, "=")
-		if !ok || Dropped(name) || holdsSecret(value, p.Secrets) {
-			continue
-		}
-		if name == "PYTHONPATH" {
-			pythonPath = value
-			continue
-		}
-		env = append(env, kv)
-	}
+	env, pythonPath := inherited(p.Env, p.Secrets)
 	env = append(env,
 		"RAY_USE_TLS=1",
 		"RAY_TLS_SERVER_CERT="+p.NodeCert,
@@ -79,6 +77,8 @@ func Env(p Params) []string {
 		"RAY_TLS_CA_CERT="+p.CACert,
 		"RAY_AUTH_MODE=token",
 		"RAY_AUTH_TOKEN_PATH="+p.ClusterTokenPath,
+		"RAY_CLOUD_INSTANCE_ID="+p.CandidateID,
+		"RAY_NODE_TYPE_NAME="+p.NodeType,
 	)
 	switch {
 	case p.ShimDir != "" && pythonPath != "":
@@ -89,6 +89,34 @@ func Env(p Params) []string {
 		env = append(env, "PYTHONPATH="+pythonPath)
 	}
 	return env
+}
+
+// Scrubbed is env as Ray would inherit it, before anything is added: no
+// RAYVAST_* or vast secret by name, no value holding a secret. The version
+// probe runs the found Python in it, so it sees what Ray will see.
+func Scrubbed(env, secrets []string) []string {
+	kept, pythonPath := inherited(env, secrets)
+	if pythonPath != "" {
+		kept = append(kept, "PYTHONPATH="+pythonPath)
+	}
+	return kept
+}
+
+// inherited filters env and returns PYTHONPATH apart (Env puts the shim
+// dir in front of it).
+func inherited(env, secrets []string) (kept []string, pythonPath string) {
+	for _, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || Dropped(name) || holdsSecret(value, secrets) {
+			continue
+		}
+		if name == "PYTHONPATH" {
+			pythonPath = value
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return kept, pythonPath
 }
 
 // vastSecrets are variables vast sets that grant access to the account or
@@ -106,6 +134,7 @@ var vastSecrets = map[string]bool{
 var ours = map[string]bool{
 	"RAY_USE_TLS": true, "RAY_TLS_SERVER_CERT": true, "RAY_TLS_SERVER_KEY": true,
 	"RAY_TLS_CA_CERT": true, "RAY_AUTH_MODE": true, "RAY_AUTH_TOKEN_PATH": true, "RAY_AUTH_TOKEN": true,
+	"RAY_CLOUD_INSTANCE_ID": true, "RAY_NODE_TYPE_NAME": true,
 }
 
 // Dropped reports whether a variable never reaches Ray by its name alone.

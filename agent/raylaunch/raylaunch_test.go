@@ -20,8 +20,9 @@ func params() Params {
 		Ray: wire.RayParams{HeadAddress: "198.51.100.1:6379", NodeIPAddress: "203.0.113.7",
 			NodeManagerPort: 40000, ObjectManagerPort: 40001, RuntimeEnvAgentPort: 40002,
 			DashboardAgentGRPCPort: 40003, DashboardAgentListenPort: 40004, MetricsExportPort: 40005,
-			WorkerPorts: []int{40006, 40007, 40008}, NumGPUs: 2,
+			WorkerPorts: []int{40006, 40007, 40008}, NumGPUs: 2, NodeName: "inst-7", NumCPUs: 53,
 			Resources: map[string]float64{"b": 2, "a100": 1}, Labels: map[string]string{"zone": "eu", "gpu": "a100"}},
+		NumCPUs: 4, TempDir: "/run/rayvast/ray", CandidateID: "c-00aa11bb22cc33dd", NodeType: "gpu1",
 		NodeCert: "/run/rayvast/node.crt", NodeKey: "/run/rayvast/node.key", CACert: "/run/rayvast/ca.crt",
 		ClusterTokenPath: "/run/rayvast/cluster_token", ShimDir: "/run/rayvast/shim",
 		Env:     []string{"PATH=/usr/bin", "HOME=/root"},
@@ -37,15 +38,50 @@ func TestArgv(t *testing.T) {
 		"--node-manager-port=40000", "--object-manager-port=40001", "--runtime-env-agent-port=40002",
 		"--dashboard-agent-grpc-port=40003", "--dashboard-agent-listen-port=40004", "--metrics-export-port=40005",
 		"--worker-port-list=40006,40007,40008", "--num-gpus=2",
+		"--num-cpus=4", "--temp-dir=/run/rayvast/ray", "--node-name=inst-7",
 		`--resources={"a100":1,"b":2}`, `--labels={"gpu":"a100","zone":"eu"}`}
 	if !slices.Equal(got, want) {
 		t.Errorf("argv:\ngot  %q\nwant %q", got, want)
 	}
+	// No labels: no --labels at all (some Ray releases refuse an empty
+	// value); no resources: an empty JSON object.
+	for _, labels := range []map[string]string{nil, {}} {
+		p := params()
+		p.Ray.Resources, p.Ray.Labels = nil, labels
+		got, _ = Command(p)
+		if last := got[len(got)-1]; last != "--resources={}" {
+			t.Errorf("labels %v: last arg %q, want --resources={}", labels, last)
+		}
+		for _, a := range got {
+			if strings.HasPrefix(a, "--labels") {
+				t.Errorf("labels %v: argv has %q", labels, a)
+			}
+		}
+	}
+}
+
+// TestRayIdentityEnv: Ray's autoscaler identity comes from the bundle,
+// and inherited values cannot override it.
+func TestRayIdentityEnv(t *testing.T) {
 	p := params()
-	p.Ray.Resources, p.Ray.Labels = nil, nil
-	got, _ = Command(p)
-	if got[len(got)-2] != "--resources={}" || got[len(got)-1] != "--labels={}" {
-		t.Errorf("empty maps: got %q", got[len(got)-2:])
+	p.Env = append(p.Env, "RAY_CLOUD_INSTANCE_ID=spoofed", "RAY_NODE_TYPE_NAME=spoofed")
+	_, env := Command(p)
+	for _, want := range []string{"RAY_CLOUD_INSTANCE_ID=c-00aa11bb22cc33dd", "RAY_NODE_TYPE_NAME=gpu1"} {
+		name := strings.SplitN(want, "=", 2)[0]
+		if !slices.Contains(env, want) || countPrefix(env, name+"=") != 1 {
+			t.Errorf("want exactly one %q in %q", want, env)
+		}
+	}
+}
+
+// TestScrubbed: the version probe's env is Ray's inherited env: secrets
+// out, PYTHONPATH kept (it finds the image's ray), nothing of ours added.
+func TestScrubbed(t *testing.T) {
+	in := []string{"PATH=/usr/bin", "PYTHONPATH=/app", "RAYVAST_JOIN_TOKEN=x", "CONTAINER_API_KEY=k", "COPY=" + joinToken}
+	got := Scrubbed(in, []string{joinToken})
+	want := []string{"PATH=/usr/bin", "PYTHONPATH=/app"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 

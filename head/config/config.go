@@ -76,6 +76,9 @@ func Validate(c *wire.Config) error {
 	if err := validateHostPort(c.Ray.HeadAddress); err != nil {
 		return fmt.Errorf("ray.head_address: %w", err)
 	}
+	if err := validateRay(c.Ray); err != nil {
+		return err
+	}
 	if len(c.NodeTypes) == 0 {
 		return fmt.Errorf("node_types: at least one node type is needed")
 	}
@@ -103,6 +106,9 @@ func Validate(c *wire.Config) error {
 				return fmt.Errorf("node_types.%s.resources: empty name or negative amount", n)
 			}
 		}
+		if err := validateNodeTypeRay(n, t); err != nil {
+			return err
+		}
 	}
 	known := map[string]bool{}
 	for _, s := range Scopes {
@@ -125,6 +131,9 @@ func Validate(c *wire.Config) error {
 				return fmt.Errorf("guest_api.external_issuers[%d].public_keys[%d]: want 64 hex chars (32-byte Ed25519 key)", i, j)
 			}
 		}
+	}
+	if err := validateProvider(c); err != nil {
+		return err
 	}
 	if c.HeartbeatIntervalS < 0 {
 		return fmt.Errorf("heartbeat_interval_s: must not be negative")

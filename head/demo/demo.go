@@ -1,6 +1,8 @@
 // Package demo is `head demo`: the whole rayvast flow on one machine with
-// Docker, for a new user. It makes a state dir, runs `head init` and
-// `head serve --provider docker` (its own binary), asks for three candidates
+// Docker, for a new user. It runs `head up` (its own binary) on a built-in
+// config with the Docker provider, so the demo and the real thing are one
+// code path: state dir, Ray head (the stand-in ray of --fakeray), ports.
+// Then it asks for three candidates
 // of which one deliberately keeps NET_RAW, shows each one's progress live,
 // prints a summary, leaves the cluster running until Ctrl-C, then removes
 // everything it created (containers, network, state dir, the head process).
@@ -9,7 +11,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,7 +29,6 @@ import (
 
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/dockerengine"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // Node types of the demo config. The unsafe one is rented with NET_RAW kept
@@ -63,13 +63,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.image, "image", "", "candidate image (default: build or reuse the cached rayvast-candidate image)")
 	fs.StringVar(&o.base, "base", "", "base of the built image: debootstrap (Debian, needs debootstrap and a mirror), host (this machine's python3 and tools); default: debootstrap, else host")
 	fs.StringVar(&o.fakeray, "fakeray", "", "stand-in ray package for the image (default: test/fakeray of the repo)")
-	fs.StringVar(&o.agent, "agent", "", "agent binary the head serves (default: agent next to this binary, then bin/agent)")
+	fs.StringVar(&o.agent, "agent", "", "agent binary the head serves (default: agent next to this binary, then bin/agent, then the one built into head)")
 	fs.StringVar(&o.bootloader, "bootloader", "", "bootloader.sh, the containers' command (default: next to this binary's dir, then ./bootloader.sh)")
-	fs.StringVar(&o.head, "head", "", "head binary to run init and serve with (default: this binary)")
+	fs.StringVar(&o.head, "head", "", "head binary to run head up with (default: this binary)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up waiting for the candidates after this long")
 	fs.IntVar(&o.interval, "heartbeat-interval", 10, "heartbeat interval in seconds")
 	fs.BoolVar(&o.noWait, "no-wait", false, "clean up right after the summary instead of waiting for Ctrl-C")
-	fs.Var(&serveArgs, "serve-arg", "extra argument for the serve command (repeatable)")
+	fs.Var(&serveArgs, "serve-arg", "extra argument for the head up command the demo runs (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: head demo [flags]\n\nRuns a rayvast cluster on the local Docker Engine (as root): three candidates,\none of them unsafe on purpose, live progress, a summary; Ctrl-C removes it all.")
 		fs.PrintDefaults()
@@ -140,9 +140,11 @@ func (d *demo) run(ctx context.Context) int {
 		exe = d.o.head
 	}
 	d.exe = exe
-	agent, err := d.findFile(d.o.agent, "agent", filepath.Join(filepath.Dir(exe), "agent"), "bin/agent")
-	if err != nil {
-		return d.fail("%v", err)
+	// The agent is built into head; a file overrides it (--agent, or one
+	// beside this binary as ./build.sh leaves it).
+	agent, _ := d.findFile(d.o.agent, "agent", filepath.Join(filepath.Dir(exe), "agent"), "bin/agent")
+	if d.o.agent != "" && agent == "" {
+		return d.fail("--agent %s: not a file", d.o.agent)
 	}
 	boot, err := d.findFile(d.o.bootloader, "bootloader.sh", filepath.Join(filepath.Dir(exe), "..", "bootloader.sh"), "bootloader.sh")
 	if err != nil {
@@ -179,10 +181,10 @@ func (d *demo) run(ctx context.Context) int {
 	gw := netw.Gateway.String()
 	d.say("· network %s %s: the head listens on its gateway %s", netw.Name, netw.Subnet, gw)
 
-	if err := d.initState(ctx, gw); err != nil {
+	if err := d.makeWorkDir(); err != nil {
 		return d.fail("%v", err)
 	}
-	admin, err := d.startServe(ctx, gw, agent, boot, img)
+	admin, err := d.startUp(ctx, gw, agent, boot, img)
 	if err != nil {
 		return d.fail("%v", err)
 	}
@@ -258,93 +260,6 @@ func (d *demo) findFile(flagValue, what string, defaults ...string) (string, err
 		}
 	}
 	return "", fmt.Errorf("no %s (tried %s): run me from the repo root after ./build.sh", what, strings.Join(cands, ", "))
-}
-
-// initState makes the state dir and runs `head init` in it.
-func (d *demo) initState(ctx context.Context, gw string) error {
-	dir, err := os.MkdirTemp("", "rayvast-demo-")
-	if err != nil {
-		return err
-	}
-	d.workDir = dir
-	d.stateDir = filepath.Join(dir, "state")
-	if d.o.state != "" {
-		d.stateDir = d.o.state
-	}
-	if d.logFile, err = os.Create(filepath.Join(dir, "head.log")); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, d.exe, "init", "--state", d.stateDir, "--ip", gw, "--cluster", d.o.cluster)
-	cmd.Stdout, cmd.Stderr = d.logFile, d.logFile
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("head init: %v (log: %s)", err, d.logFile.Name())
-	}
-	d.say("· head init: CA, head cert, cluster token in %s", d.stateDir)
-	return nil
-}
-
-// config is the demo's head config: two node types of no GPU.
-func (d *demo) config(gw string) wire.Config {
-	nt := func(n int) wire.NodeType {
-		return wire.NodeType{GPUs: 0, MaxWorkers: n, Resources: map[string]float64{}, Labels: map[string]string{"demo": "true"}}
-	}
-	return wire.Config{
-		Cluster:            d.o.cluster,
-		Ray:                wire.RayHead{HeadAddress: net.JoinHostPort(gw, "6379")},
-		NodeTypes:          map[string]wire.NodeType{safeType: nt(2), unsafeType: nt(1)},
-		GuestAPI:           wire.GuestAPIPolicy{AnonymousScopes: []string{"guest:version", "guest:health"}},
-		HeartbeatIntervalS: d.o.interval,
-	}
-}
-
-// startServe runs `head serve --provider docker` in its own process group
-// (Ctrl-C reaches the demo only, which then stops the head in order).
-func (d *demo) startServe(ctx context.Context, gw, agent, boot, img string) (*adminClient, error) {
-	cfgPath := filepath.Join(d.workDir, "config.json")
-	b, _ := json.MarshalIndent(d.config(gw), "", "  ")
-	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
-		return nil, err
-	}
-	portA, err := freePort(gw)
-	if err != nil {
-		return nil, err
-	}
-	portB, err := freePort(gw)
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"serve", "--state", d.stateDir, "--config", cfgPath, "--agent", agent, "--bootloader", boot,
-		"--listen-a", net.JoinHostPort(gw, portA), "--listen-b", net.JoinHostPort(gw, portB), "--provider", "docker"}
-	args = append(args, d.o.serveArgs...)
-	cmd := exec.Command(d.exe, args...)
-	cmd.Env = append(os.Environ(), docker.EnvImage+"="+img, docker.EnvUnsafeNodeTypes+"="+unsafeType)
-	cmd.Stdout, cmd.Stderr = d.logFile, d.logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("head serve: %w", err)
-	}
-	d.serve = cmd
-	d.serveDone = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(d.serveDone) }()
-
-	admin := newAdminClient(filepath.Join(d.stateDir, "admin.sock"))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := admin.candidates(ctx); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			return nil, fmt.Errorf("head serve did not answer on admin.sock: %v (log: %s)", err, d.logFile.Name())
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-d.serveDone:
-			return nil, fmt.Errorf("head serve exited: %v (log: %s)", cmd.ProcessState, d.logFile.Name())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	d.say("· head serve --provider docker: port A %s:%s, port B %s:%s", gw, portA, gw, portB)
-	return admin, nil
 }
 
 func freePort(ip string) (string, error) {

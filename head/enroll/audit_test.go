@@ -318,7 +318,7 @@ func TestPortCheckTarget(t *testing.T) {
 		ports[i] = 30000 + 3*i
 	}
 	ok := wire.Check{OK: true}
-	body, _ := json.Marshal(wire.EnrollRequest{Version: 2, InstanceID: "pc", JoinToken: tok.Reveal(), GPUs: 0, Ports: ports,
+	body, _ := json.Marshal(wire.EnrollRequest{Version: 2, InstanceID: "pc", JoinToken: tok.Reveal(), GPUs: 0, Ports: ports, RayVersion: "2.53.0",
 		PortKey: base64.StdEncoding.EncodeToString(make([]byte, 32)),
 		Checks:  wire.Checks{Capabilities: ok, Netns: ok, Shm: ok, Egress: wire.EgressCheck{OK: true, IP: "192.0.2.7"}}})
 	req := httptest.NewRequest("POST", "/enroll", bytes.NewReader(body))

@@ -39,10 +39,13 @@ func (s *Server) bundle(req *wire.EnrollRequest, c wire.Candidate) (wire.EnrollR
 		ClusterToken: b.ClusterToken.Reveal(),
 		AppID:        b.AppID,
 		AppRootKey:   base64.StdEncoding.EncodeToString(b.AppRootKey.Reveal()),
+		CandidateID:  c.CandidateID,
+		NodeType:     c.NodeType,
 		Shim:         b.Shim,
 		Ray: wire.RayParams{
 			HeadAddress:              b.RayHeadAddress,
 			NodeIPAddress:            c.PublicIP,
+			NodeName:                 c.InstanceID,
 			NodeManagerPort:          ports.NodeManager,
 			ObjectManagerPort:        ports.ObjectManager,
 			RuntimeEnvAgentPort:      ports.RuntimeEnvAgent,
@@ -51,6 +54,7 @@ func (s *Server) bundle(req *wire.EnrollRequest, c wire.Candidate) (wire.EnrollR
 			MetricsExportPort:        ports.MetricsExport,
 			WorkerPorts:              ports.Workers,
 			NumGPUs:                  nt.GPUs,
+			NumCPUs:                  numCPUs(nt, len(ports.Workers)),
 			Resources:                res,
 			Labels:                   labels,
 		},
@@ -58,6 +62,18 @@ func (s *Server) bundle(req *wire.EnrollRequest, c wire.Candidate) (wire.EnrollR
 		Heartbeat: wire.HeartbeatParams{Port: b.PortB, IntervalS: b.IntervalS},
 	}
 	return resp, is.Serial, nil
+}
+
+// numCPUs is the head's --num-cpus cap: the node type's cpus where set,
+// else the worker ports minus 4. Every Ray worker and driver takes one
+// worker port, and an empty pool fails with "No available ports"
+// (src/ray/raylet/worker_pool.cc), so Ray must not size its pool from the
+// host's CPUs; 4 ports stay for drivers and actors beyond the CPU count.
+func numCPUs(nt wire.NodeType, workers int) int {
+	if nt.CPUs > 0 {
+		return nt.CPUs
+	}
+	return max(workers-4, 1)
 }
 
 // Ports is how a candidate's 64 ports are used.

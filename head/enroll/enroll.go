@@ -59,10 +59,16 @@ type Config struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	Rand    io.Reader
+	// Ray names the versions every node must run (step 6a); empty
+	// fields leave only the 2.52 floor.
+	Ray wire.RayHead
 }
 
 // Server is the port A handler.
-type Server struct{ cfg Config }
+type Server struct {
+	cfg Config
+	ips ipHolds // step 7a: public IPs of enrollments past the check
+}
 
 // New returns a Server; cfg.Metrics, Log, Now and Rand default when nil.
 func New(cfg Config) *Server {
@@ -151,6 +157,12 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 
 	// Steps 4–8: the token was good; a failure now destroys the candidate.
 	reason, class := s.judge(r.Context(), &req, c, portKey, log)
+	if reason == "" { // step 7a, held until the node is recorded or rejected
+		var release func()
+		if reason, release = s.sharedIP(c, log); reason == "" {
+			defer release()
+		}
+	}
 	if reason == "" {
 		nt := s.cfg.NodeTypes[c.NodeType]
 		if !s.cfg.Registry.TakeSlot(cl, nt.MaxWorkers) {
@@ -184,8 +196,8 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// judge runs steps 4–7 and returns the rejection reason and blocklist
-// class, or "" when the candidate passed.
+// judge runs steps 4–7 (6a included) and returns the rejection reason
+// and blocklist class, or "" when the candidate passed.
 func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Candidate, portKey secret.Bytes, log *slog.Logger) (reason, class string) {
 	ch := req.Checks
 	if !ch.Capabilities.OK || !ch.Netns.OK || !ch.Shm.OK {
@@ -201,9 +213,21 @@ func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Cand
 		log.Warn("gpu count", "got", req.GPUs, "want", nt.GPUs)
 		return wire.ReasonGPUCount, wire.BlockSecurity
 	}
+	if !gpuModelMatches(nt.GPUModel, req.GPUModels, nt.GPUs) {
+		log.Warn("gpu model", "got", req.GPUModels, "want", nt.GPUModel)
+		return wire.ReasonGPUModel, wire.BlockSecurity
+	}
 	if !ch.Egress.OK || canon(ch.Egress.IP) != c.PublicIP {
 		log.Warn("egress check failed", "ok", ch.Egress.OK, "detail", ch.Egress.Detail, "egress_ip", ch.Egress.IP, "public_ip", c.PublicIP)
 		return wire.ReasonEgress, wire.BlockNetwork
+	}
+	if why := rayVersionProblem(req.RayVersion, req.PythonVersion, s.cfg.Ray.Version, s.cfg.Ray.PythonVersion); why != "" {
+		// The image is wrong, not the host: no blocklist, but every rental
+		// of this image will fail alike, so say so plainly.
+		log.Error("ray version refused: fix the node image (destroyed, host not blocklisted)", "why", why,
+			"ray_version", req.RayVersion, "python_version", req.PythonVersion,
+			"want_ray_version", s.cfg.Ray.Version, "want_python_version", s.cfg.Ray.PythonVersion)
+		return wire.ReasonRayVersion, ""
 	}
 	// The check runs to its end even if the client goes away: the token is
 	// spent either way, and the verdict should be about the ports.

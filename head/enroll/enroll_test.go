@@ -48,7 +48,11 @@ var nodeTypes = map[string]wire.NodeType{
 	"gpu1":  {GPUs: 1, MaxWorkers: 8, Resources: map[string]float64{"a100": 1}, Labels: map[string]string{"zone": "x"}},
 	"tiny":  {GPUs: 0, MaxWorkers: 1},
 	"bench": {GPUs: 0, MaxWorkers: 1 << 30},
+	"a100":  {GPUs: 2, GPUModel: "A100-SXM4", CPUs: 12, MaxWorkers: 8},
 }
+
+// testRay is the cluster's Ray and Python; fakeagent's requests match it.
+var testRay = wire.RayHead{HeadAddress: "127.0.0.1:6379", Version: "2.53.0", PythonVersion: "3.11"}
 
 var clusterToken = secret.New("cluster-token-Zm9vYmFyYmF6cXV4cXV1eA")
 
@@ -86,6 +90,7 @@ func newHeadAt(t testing.TB, statePath string) *testHead {
 		},
 		Log: slog.New(slog.NewTextHandler(h.logs, nil)),
 		Now: clk.Now,
+		Ray: testRay,
 	})
 	key, _ := pki.ParseKey(srv.KeyPEM.Reveal())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -169,6 +174,10 @@ func TestEnrollSuccess(t *testing.T) {
 	}
 	if r.NumGPUs != 1 || r.Resources["a100"] != 1 || r.Labels["zone"] != "x" || r.NodeIPAddress != "127.0.0.5" {
 		t.Errorf("ray params %+v", r)
+	}
+	if resp.CandidateID != c.CandidateID || resp.NodeType != "gpu1" || r.NodeName != "inst-ok" || r.NumCPUs != 57-4 {
+		t.Errorf("bundle identity: candidate_id %q node_type %q node_name %q num_cpus %d; want %q gpu1 inst-ok 53",
+			resp.CandidateID, resp.NodeType, r.NodeName, r.NumCPUs, c.CandidateID)
 	}
 	if resp.Heartbeat.Port != 8444 || resp.Heartbeat.IntervalS != 30 {
 		t.Errorf("heartbeat %+v", resp.Heartbeat)
@@ -333,6 +342,15 @@ func TestRejections(t *testing.T) {
 		{"egress other ip", wire.ReasonEgress, wire.BlockNetwork, "127.0.1.6", "gpu1", fakeagent.Answer, func(r *wire.EnrollRequest) { r.Checks.Egress.IP = "127.0.9.9" }, day},
 		{"ports silent", wire.ReasonPortCheck, wire.BlockNetwork, "127.0.1.7", "gpu1", fakeagent.Silent, nil, day},
 		{"ports wrong hmac", wire.ReasonPortCheck, wire.BlockNetwork, "127.0.1.8", "gpu1", fakeagent.Wrong, nil, day},
+		{"gpu model other", wire.ReasonGPUModel, wire.BlockSecurity, "127.0.1.11", "a100", fakeagent.Answer, func(r *wire.EnrollRequest) {
+			r.GPUModels = []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB"}
+		}, 30 * day},
+		{"gpu model unknown", wire.ReasonGPUModel, wire.BlockSecurity, "127.0.1.12", "a100", fakeagent.Answer, func(r *wire.EnrollRequest) { r.GPUModels = nil }, 30 * day},
+		{"ray too old", wire.ReasonRayVersion, "", "127.0.1.13", "gpu1", fakeagent.Answer, func(r *wire.EnrollRequest) { r.RayVersion = "2.51.2" }, 0},
+		{"ray not the clusters", wire.ReasonRayVersion, "", "127.0.1.14", "gpu1", fakeagent.Answer, func(r *wire.EnrollRequest) { r.RayVersion = "2.54.0" }, 0},
+		{"ray unknown", wire.ReasonRayVersion, "", "127.0.1.15", "gpu1", fakeagent.Answer, func(r *wire.EnrollRequest) { r.RayVersion = "" }, 0},
+		{"python not the clusters", wire.ReasonRayVersion, "", "127.0.1.16", "gpu1", fakeagent.Answer, func(r *wire.EnrollRequest) { r.PythonVersion = "3.12.1" }, 0},
+		{"shared ip", wire.ReasonSharedIP, "", "127.0.1.17", "gpu1", fakeagent.Answer, nil, 0},
 		{"no slot", wire.ReasonNoSlot, "", "127.0.1.10", "tiny", fakeagent.Answer, nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -341,6 +359,12 @@ func TestRejections(t *testing.T) {
 				_, tok, a := h.candidate(t, "inst-tiny-first", "127.0.1.9", "tiny", fakeagent.Answer)
 				if st, body := h.post(t, "127.0.1.9", a.Request("inst-tiny-first", tok.Reveal(), 0)); st != 200 {
 					t.Fatalf("first tiny: %d %s", st, body)
+				}
+			}
+			if c.reason == wire.ReasonSharedIP { // a live node on the same public IP first
+				_, tok, a := h.candidate(t, "inst-neighbour", c.ip, "gpu1", fakeagent.Answer)
+				if st, body := h.post(t, c.ip, a.Request("inst-neighbour", tok.Reveal(), 1)); st != 200 {
+					t.Fatalf("neighbour: %d %s", st, body)
 				}
 			}
 			cand, tok, a := h.candidate(t, inst, c.ip, c.nodeType, c.mode)

@@ -100,6 +100,9 @@ func (f *Firewall) ports() string {
 }
 
 // ruleset replaces the table whole ("add" first so "delete" never fails).
+// The input chain runs after source NAT (priority 100): it must judge the
+// source IP the head's sockets see, which on a machine that translates its
+// peers (the docker provider's vast network) is the translated one.
 func (f *Firewall) ruleset() string {
 	t := f.cfg.Table
 	return fmt.Sprintf(`add table inet %[1]s
@@ -112,7 +115,7 @@ table inet %[1]s {
 		type ipv6_addr
 	}
 	chain input {
-		type filter hook input priority filter; policy accept;
+		type filter hook input priority 110; policy accept;
 		iif "lo" accept
 		tcp dport { %[2]s } ip saddr != @allowed4 drop
 		tcp dport { %[2]s } ip6 saddr != @allowed6 drop

@@ -206,12 +206,6 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		l.cfg.Log.Info("reconcile: ended candidate", "candidate", c.CandidateID, "node_type", c.NodeType, "state", c.State, "reason", reason)
 	}
 
-	type tally struct {
-		enrolled   int
-		inflight   []wire.Candidate // oldest first
-		failed     int              // within FailureWindow: rent spares
-		failedLong int              // within PauseWindow: pause renting
-	}
 	types := map[string]*tally{}
 	for n := range l.cfg.NodeTypes {
 		types[n] = &tally{}
@@ -226,7 +220,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		case wire.StateLost:
 			end(c, ReasonLost)
 			t.failed++
-			t.failedLong++
+			t.failLong(ReasonLost)
 		case wire.StatePending, wire.StateRented, wire.StateRunning:
 			switch {
 			case down:
@@ -234,7 +228,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 			case now.Sub(c.CreatedAt) > l.cfg.EnrollTimeout:
 				end(c, ReasonEnrollTimeout)
 				t.failed++
-				t.failedLong++
+				t.failLong(ReasonEnrollTimeout)
 			default:
 				t.inflight = append(t.inflight, c)
 				live[c.CandidateID] = c
@@ -251,7 +245,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 				t.failed++
 			}
 			if !notFailures[c.Reason] && now.Sub(c.UpdatedAt) < l.cfg.PauseWindow {
-				t.failedLong++
+				t.failLong(c.Reason) // ray_version included: a wrong image fails every rental alike
 			}
 		}
 	}
@@ -288,7 +282,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 					end(c, ReasonSpareUnneeded)
 				}
 			}
-			if l.pause(n, t.failedLong) {
+			if l.pause(n, t.failedLong, t.reasons) {
 				want = 0 // in-flight candidates are kept: one may be the one that works
 			}
 			if l.atBudget(cands) {
@@ -360,12 +354,16 @@ func (l *Loop) atBudget(cands []wire.Candidate) bool {
 
 // pause reports whether renting of node type n is paused for failed
 // failures within the window, and logs when a pause starts or ends.
-func (l *Loop) pause(n string, failed int) bool {
+func (l *Loop) pause(n string, failed int, reasons map[string]int) bool {
 	stop := l.cfg.MaxFailures > 0 && failed >= l.cfg.MaxFailures
 	switch {
 	case stop && !l.paused[n]:
-		l.cfg.Log.Warn("reconcile: renting paused: too many failed candidates; check the image, the account and the node type, or wait for the window to pass",
-			"node_type", n, "failures", failed, "max_failures", l.cfg.MaxFailures, "window", l.cfg.PauseWindow.String())
+		msg := "reconcile: renting paused: too many failed candidates; check the image, the account and the node type, or wait for the window to pass"
+		if reasons[wire.ReasonRayVersion] > 0 {
+			msg = "reconcile: renting paused: too many failed candidates; ray_version: the node image's Ray or Python is not the cluster's (config ray.version, ray.python_version; Ray 2.52 or newer)"
+		}
+		l.cfg.Log.Warn(msg, "node_type", n, "failures", failed, "reasons", reasonList(reasons),
+			"max_failures", l.cfg.MaxFailures, "window", l.cfg.PauseWindow.String())
 	case !stop && l.paused[n]:
 		l.cfg.Log.Info("reconcile: renting resumed", "node_type", n, "failures", failed, "max_failures", l.cfg.MaxFailures)
 	}

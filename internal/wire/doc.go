@@ -15,7 +15,10 @@
 //	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
 //	   provider, max_dph_total and public_logs. Admin API candidates
 //	   gain dph_total and rented_at (and the patch dph_total): what a
-//	   rental costs; the provider block gains intervals_s.
+//	   rental costs; the provider block gains intervals_s, and for the
+//	   docker provider hairpin and per_ip. `agent check` (CheckReport,
+//	   and the guest API's tcb checks) gains ray_version and
+//	   python_version.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

@@ -32,6 +32,10 @@ type CheckReport struct {
 	Checks    Checks   `json:"checks"`
 	GPUs      int      `json:"gpus"`
 	GPUModels []string `json:"gpu_models"`
+	// RayVersion and PythonVersion are what the found Python reported
+	// ("" = not found); the enroll request carries the same values.
+	RayVersion    string `json:"ray_version"`
+	PythonVersion string `json:"python_version"`
 }
 
 // EnrollRequest is the body of POST /enroll (SPEC §6).

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/agent/raylaunch"
+	"github.com/rayvast/rayvast/head/shim"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -57,7 +59,8 @@ func TestAgentFlow(t *testing.T) {
 	}
 
 	// 7. The exact SPEC §9 command line, from the bundle the agent wrote.
-	wantArgv := expectedArgv(t, state)
+	tempDir := checkTempDir(t, rec.OrigArgv, state)
+	wantArgv := expectedArgv(t, state, tempDir)
 	if got := append([]string{"-m"}, rec.Argv...); !slices.Equal(rec.OrigArgv[1:], wantArgv) {
 		t.Errorf("ray argv:\ngot  %q\nwant %q\n(argv %q)", rec.OrigArgv[1:], wantArgv, got)
 	}
@@ -85,8 +88,17 @@ func TestAgentFlow(t *testing.T) {
 		recEnv = append(recEnv, k+"="+v)
 	}
 	checkRayEnv(t, "the record", recEnv, secrets, state)
-	if rec.Imports["rayvast_e2e_shim"] != true {
-		t.Errorf("the shim is not importable by Ray: %v", rec.Imports["rayvast_e2e_shim"])
+	// The built-in shim, written where Ray's Python loads it by itself
+	// (sys.path[0] under -m is the working dir, so the shim dir is entry 1).
+	builtIn, _ := shim.Default()
+	if got, err := os.ReadFile(filepath.Join(state, "shim", shim.Name)); err != nil || string(got) != string(builtIn) {
+		t.Errorf("the node's %s is not the built-in shim (%d bytes, %v)", shim.Name, len(got), err)
+	}
+	if len(rec.SysPath) < 2 || rec.SysPath[1] != filepath.Join(state, "shim") {
+		t.Errorf("Ray's sys.path %q, want the shim dir at [1]", rec.SysPath)
+	}
+	if rec.Imports["sitecustomize"] != true {
+		t.Errorf("sitecustomize is not importable by Ray: %v", rec.Imports["sitecustomize"])
 	}
 
 	// 9. The head shows the node enrolled, its heartbeats arriving, and it
@@ -163,7 +175,10 @@ func checkRayEnv(t *testing.T, where string, env []string, secrets map[string]st
 		"RAY_USE_TLS": "1", "RAY_AUTH_MODE": "token",
 		"RAY_TLS_SERVER_CERT": filepath.Join(state, "node.crt"), "RAY_TLS_SERVER_KEY": filepath.Join(state, "node.key"),
 		"RAY_TLS_CA_CERT": filepath.Join(state, "ca.crt"), "RAY_AUTH_TOKEN_PATH": filepath.Join(state, "cluster_token"),
-		"E2E_PLAIN": "kept",
+		"E2E_PLAIN": "kept", "RAY_NODE_TYPE_NAME": "cpu",
+	}
+	if !strings.HasPrefix(has["RAY_CLOUD_INSTANCE_ID"], "c-") {
+		t.Errorf("%s: RAY_CLOUD_INSTANCE_ID=%q, want the candidate id", where, has["RAY_CLOUD_INSTANCE_ID"])
 	}
 	for k, v := range want {
 		if has[k] != v {
@@ -177,7 +192,7 @@ func checkRayEnv(t *testing.T, where string, env []string, secrets map[string]st
 
 // expectedArgv is SPEC §9's command line written out by hand from the
 // Ray parameters the agent stored (bundle.json), after the Python.
-func expectedArgv(t *testing.T, state string) []string {
+func expectedArgv(t *testing.T, state, tempDir string) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(state, "bundle.json"))
 	if err != nil {
@@ -194,9 +209,11 @@ func expectedArgv(t *testing.T, state string) []string {
 	for i, p := range r.WorkerPorts {
 		workers[i] = strconv.Itoa(p)
 	}
+	// The sandbox's CPUs (same cgroup and affinity as this test): the agent
+	// lowers the head's cap to them.
+	cpus := raylaunch.RayCPUs(r.NumCPUs, raylaunch.ContainerCPUs(raylaunch.CPUConfig{}))
 	res, _ := json.Marshal(r.Resources)
-	lab, _ := json.Marshal(r.Labels)
-	return []string{"-m", "ray.scripts.scripts", "start", "--block",
+	argv := []string{"-m", "ray.scripts.scripts", "start", "--block",
 		"--address=" + r.HeadAddress, "--node-ip-address=" + r.NodeIPAddress,
 		"--node-manager-port=" + strconv.Itoa(r.NodeManagerPort),
 		"--object-manager-port=" + strconv.Itoa(r.ObjectManagerPort),
@@ -205,8 +222,37 @@ func expectedArgv(t *testing.T, state string) []string {
 		"--dashboard-agent-listen-port=" + strconv.Itoa(r.DashboardAgentListenPort),
 		"--metrics-export-port=" + strconv.Itoa(r.MetricsExportPort),
 		"--worker-port-list=" + strings.Join(workers, ","),
-		"--num-gpus=" + strconv.Itoa(r.NumGPUs),
-		"--resources=" + string(res), "--labels=" + string(lab)}
+		"--num-gpus=" + strconv.Itoa(r.NumGPUs), "--num-cpus=" + strconv.Itoa(cpus),
+		"--temp-dir=" + tempDir, "--node-name=" + r.NodeName,
+		"--resources=" + string(res)}
+	if r.NodeName != instanceID || r.NumCPUs != 57-4 {
+		t.Errorf("bundle ray.node_name %q num_cpus %d, want %s and 53 (worker ports minus 4)", r.NodeName, r.NumCPUs, instanceID)
+	}
+	if len(r.Labels) > 0 {
+		lab, _ := json.Marshal(r.Labels)
+		argv = append(argv, "--labels="+string(lab))
+	}
+	return argv
+}
+
+// checkTempDir finds Ray's --temp-dir: STATE/ray when that is short
+// enough for Ray's socket paths, else a fresh short dir; 0700 either way.
+func checkTempDir(t *testing.T, argv []string, state string) string {
+	t.Helper()
+	dir := ""
+	for _, a := range argv {
+		if v, ok := strings.CutPrefix(a, "--temp-dir="); ok {
+			dir = v
+		}
+	}
+	short := filepath.Join(state, "ray")
+	if len(short) <= raylaunch.MaxTempDirLen && dir != short || len(dir) > raylaunch.MaxTempDirLen || dir == "" {
+		t.Errorf("--temp-dir=%q: want %s when it fits %d bytes, else a shorter dir", dir, short, raylaunch.MaxTempDirLen)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Errorf("ray temp dir %s: %v %v, want a 0700 dir", dir, st, err)
+	}
+	return dir
 }
 
 type fakeRecord struct {
@@ -217,6 +263,7 @@ type fakeRecord struct {
 	PID        int               `json:"pid"`
 	PPID       int               `json:"ppid"`
 	Imports    map[string]any    `json:"imports"`
+	SysPath    []string          `json:"sys_path"`
 	Signal     int               `json:"signal"`
 }
 

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rayvast/rayvast/internal/whoami"
@@ -28,12 +31,19 @@ func TestAgentCheck(t *testing.T) {
 	script := `mount -t tmpfs tmpfs /dev/shm && exec capsh --drop=cap_net_raw,cap_net_admin -- -c 'exec "$0" check --public-ip "$1" --resolvers "$2"' "$1" "$2" "$3"`
 	inside := exec.Command("ip", "netns", "exec", vn.NS, "unshare", "--pid", "--fork", "--mount-proc", "--",
 		"sh", "-c", script, "sh", agent, vn.NodeIP, resolvers)
+	inside.Env = append(os.Environ(), wire.EnvPython+"="+realPython(t), "PYTHONPATH="+filepath.Join(repoRoot(t), "test", "fakeray"))
 	report, code := runCheck(t, inside)
 	if code != 0 {
 		t.Errorf("agent check in the sandbox: exit %d, report %+v", code, report)
 	}
 	if c := report.Checks; !c.Capabilities.OK || !c.Netns.OK || !c.Shm.OK || !c.Egress.OK || c.Egress.IP != vn.NodeIP {
 		t.Errorf("sandbox checks: %+v", c)
+	}
+	// The found Python's versions are reported ($RAYVAST_PYTHON, fakeray
+	// on PYTHONPATH), and the GPU models as a list (none here).
+	if report.RayVersion != "2.53.0" || !strings.HasPrefix(report.PythonVersion, "3.") || report.GPUModels == nil {
+		t.Errorf("agent check reports ray_version %q python_version %q gpu_models %v; want 2.53.0, 3.x, []",
+			report.RayVersion, report.PythonVersion, report.GPUModels)
 	}
 
 	outside := exec.Command(agent, "check", "--public-ip", vn.HostIP, "--resolvers", resolvers)

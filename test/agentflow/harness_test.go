@@ -108,7 +108,7 @@ func newFlow(t *testing.T) *flow {
 		"PYTHONPATH=" + filepath.Join(f.repo, "test", "fakeray"),
 		"FAKERAY_RECORD=" + f.record,
 		"FAKERAY_EXIT_CODE=" + strconv.Itoa(rayExitCode),
-		"FAKERAY_IMPORT=rayvast_e2e_shim",
+		"FAKERAY_IMPORT=sitecustomize",
 		"CONTAINER_API_KEY=" + containerAPIKey,
 		"E2E_PLAIN=kept",                           // an ordinary variable: reaches Ray
 		"E2E_COPY_OF_TOKEN=" + f.created.JoinToken, // a secret under another name: must not

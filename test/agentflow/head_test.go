@@ -29,26 +29,23 @@ type head struct {
 }
 
 // startHead runs head init and head serve on ip with a 1 s heartbeat and
-// a shim file, and stops it (SIGTERM) at cleanup.
+// the built-in shim, and stops it (SIGTERM) at cleanup.
 func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 	t.Helper()
 	state := filepath.Join(tmp, "head-state")
 	if out, err := exec.Command(bin, "init", "--state", state, "--ip", ip, "--cluster", "e2e").CombinedOutput(); err != nil {
 		t.Fatalf("head init: %v\n%s", err, out)
 	}
-	cfg := fmt.Sprintf(`{"cluster":"e2e","ray":{"head_address":"%s:6379"},
+	cfg := fmt.Sprintf(`{"cluster":"e2e","ray":{"head_address":"%s:6379","version":"2.53.0"},
  "node_types":{"cpu":{"gpus":0,"max_workers":1,"resources":{"e2e":1},"labels":{"kind":"e2e"}}},
  "guest_api":{"anonymous_scopes":["guest:health"],"external_issuers":[]},
  "heartbeat_interval_s":1}`, ip)
 	cfgPath := filepath.Join(tmp, "head.json")
-	shim := filepath.Join(tmp, "rayvast_e2e_shim.py")
-	for p, data := range map[string]string{cfgPath: cfg, shim: "E2E = True\n"} {
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	h := &head{state: state, stderr: &syncBuffer{}}
-	h.args = []string{"serve", "--state", state, "--config", cfgPath, "--agent", agentBin, "--shim", shim,
+	h.args = []string{"serve", "--state", state, "--config", cfgPath, "--agent", agentBin, // the built-in shim
 		"--listen-a", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
 		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip)))}
 	h.bin = bin

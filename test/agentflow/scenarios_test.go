@@ -2,6 +2,7 @@ package agentflow
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,4 +126,41 @@ func assertNoSecrets(t *testing.T, f *flow) {
 			t.Errorf("the %s appears in the head's output", name)
 		}
 	}
+}
+
+// TestAgentOldRay: an image whose Ray is older than 2.52 (no token auth)
+// is refused after the token as ray_version: the agent reports the
+// version it found, exits 1 without starting Ray, and head status shows
+// the reason on the candidate.
+func TestAgentOldRay(t *testing.T) {
+	f := newFlow(t)
+	f.setEnv("FAKERAY_VERSION", "2.47.1")
+	f.start()
+	if code := f.wait(60 * time.Second); code != 1 {
+		t.Errorf("agent exit %d, want 1", code)
+	}
+	out := f.out.String()
+	if !strings.Contains(out, "ray_version=2.47.1") || !strings.Contains(out, "reason=ray_version") {
+		t.Errorf("the agent does not say which Ray it found and why it was refused:\n%s", out)
+	}
+	if _, err := os.Stat(f.record); err == nil {
+		t.Error("Ray started after a ray_version refusal")
+	}
+	st, err := exec.Command(f.head.bin, "status", "--state", f.head.state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("head status: %v\n%s", err, st)
+	}
+	found := false
+	for _, line := range strings.Split(string(st), "\n") {
+		if strings.Contains(line, f.created.CandidateID) {
+			found = strings.Contains(line, wire.ReasonRayVersion)
+		}
+	}
+	if !found {
+		t.Errorf("head status does not show ray_version on %s:\n%s", f.created.CandidateID, st)
+	}
+	if !strings.Contains(f.head.stderr.String(), "fix the node image") {
+		t.Errorf("the head's log does not say the image is wrong:\n%s", f.head.stderr.String())
+	}
+	assertNoSecrets(t, f)
 }

@@ -6,6 +6,7 @@ package buildrepro
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,12 @@ func TestTwoBuildsGiveTheSameBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			sums[i][name] = sha256.Sum256(b)
+		}
+		// head serves the agent built into it: the same bytes as bin/agent.
+		ver, err := exec.Command(filepath.Join(dir, "head"), "version").CombinedOutput()
+		agentSum := sums[i]["agent"]
+		if err != nil || !bytes.Contains(ver, []byte("agent sha256: "+hex.EncodeToString(agentSum[:])+" (built in)")) {
+			t.Errorf("head version (%v) does not name bin/agent's SHA-256 %x as built in:\n%s", err, agentSum, ver)
 		}
 	}
 	for _, name := range []string{"head", "agent"} {

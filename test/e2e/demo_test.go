@@ -53,6 +53,9 @@ func TestDemo(t *testing.T) {
 	if n := strings.Count(text, "[ok]"); n != 3 {
 		t.Errorf("summary has %d [ok] rows, want 3", n)
 	}
+	if !strings.Contains(text, "· head up (built-in demo config, provider docker)") || !strings.Contains(text, ": the stand-in ray of ") {
+		t.Errorf("the demo did not run head up with its Ray head")
+	}
 	if !strings.Contains(text, "security") {
 		t.Errorf("no security blocklist entry shown")
 	}

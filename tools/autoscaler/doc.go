@@ -1,5 +1,8 @@
 // Package autoscaler holds rayvast_autoscaler.py, a Ray autoscaler external
 // node provider that maps Ray's NodeProvider calls to the head's admin API
-// (SPEC §8). The Go test runs its Python unit tests so `go test ./...` covers
-// it.
+// (SPEC §8), example.yaml (a complete Ray cluster config for it, like the one
+// `head up` writes) and check_config.py (a config checked against Ray's own
+// testdata/ray-schema.json and the keys Ray's v1 autoscaler indexes). The Go
+// tests run the Python tests so `go test ./...` covers them, one of them
+// against a real `head serve`.
 package autoscaler

@@ -8,7 +8,12 @@ over HTTP on the Unix socket STATE/admin.sock:
     non_terminated_nodes, is_running, is_terminated, node_tags,
     external_ip, internal_ip -> GET /v1/candidates
 
-A Ray node ID is a rayvast candidate ID. The head's built-in provider
+A Ray node ID is a rayvast candidate ID: the agent starts each node's Ray
+with RAY_CLOUD_INSTANCE_ID set to it, the only link Ray's v2 autoscaler
+makes between a Ray node and a provider node. The Ray head that `head up`
+runs is listed too, as node "head" of kind head (RAY_CLOUD_INSTANCE_ID=head):
+v1 takes the head from the listing and v2 scales only once a head instance
+runs. The head's built-in provider
 (`head serve --provider vast|docker`) rents the instance of each candidate;
 with `--provider none` another tool must rent it and PATCH the candidate
 (attach_rental: on a blocklisted host the candidate is deleted and
@@ -20,12 +25,11 @@ Ray cluster YAML:
       type: external
       module: rayvast_autoscaler.RayvastNodeProvider
       admin_socket: /var/lib/rayvast/admin.sock
-    available_node_types:
-      gpu:                      # a node type of the head's config
-        node_config: {}
-        resources: {"GPU": 1}
-        min_workers: 0
-        max_workers: 4
+      disable_node_updaters: true        # no SSH: the agent starts Ray
+      disable_launch_config_check: true  # a monitor restart ends nothing
+
+The complete file is example.yaml beside this module; `head up` writes one
+for its cluster (STATE/autoscaler.yaml).
 
 The join token the head returns on create is dropped at once: it is the
 head's business to hand it to the rental, never the autoscaler's to log.
@@ -57,6 +61,9 @@ TAG_RAY_USER_NODE_TYPE = "ray-user-node-type"
 TAG_RAY_NODE_STATUS = "ray-node-status"
 TAG_RAY_NODE_NAME = "ray-node-name"
 NODE_KIND_WORKER = "worker"
+NODE_KIND_HEAD = "head"
+HEAD_NODE_ID = "head"  # the Ray head's RAY_CLOUD_INSTANCE_ID (head/rayhead)
+HEAD_NODE_TYPE = "head"
 STATUS_UP_TO_DATE = "up-to-date"
 STATUS_UNINITIALIZED = "uninitialized"
 STATUS_WAITING_FOR_SSH = "waiting-for-ssh"
@@ -194,41 +201,64 @@ class RayvastNodeProvider(NodeProvider):
 
     def _tags_of(self, c):
         node_id = c["candidate_id"]
-        tags = {
+        with self._lock:
+            tags = dict(self._tags.get(node_id, {}))
+        # What the head knows wins over what Ray stored: Ray tags a new node
+        # "uninitialized" and, with node updaters disabled, never changes
+        # it; the node would never be up-to-date and v1 would never end an
+        # unhealthy one.
+        tags.update({
             TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
             TAG_RAY_USER_NODE_TYPE: c.get("node_type", ""),
             TAG_RAY_NODE_STATUS: _STATUS_BY_STATE.get(c.get("state"), STATUS_UNINITIALIZED),
-            TAG_RAY_NODE_NAME: "rayvast-%s-%s" % (self.cluster_name, node_id),
-        }
-        with self._lock:
-            tags.update(self._tags.get(node_id, {}))
+        })
+        tags.setdefault(TAG_RAY_NODE_NAME, "rayvast-%s-%s" % (self.cluster_name, node_id))
         return tags
+
+    def _head_tags(self):
+        return {
+            TAG_RAY_NODE_KIND: NODE_KIND_HEAD,
+            TAG_RAY_USER_NODE_TYPE: self.provider_config.get("head_node_type", HEAD_NODE_TYPE),
+            TAG_RAY_NODE_STATUS: STATUS_UP_TO_DATE,  # the autoscaler runs on it
+            TAG_RAY_NODE_NAME: "rayvast-%s-head" % self.cluster_name,
+        }
 
     def non_terminated_nodes(self, tag_filters):
         out = []
+        want = (tag_filters or {}).items()
+        if all(self._head_tags().get(k) == v for k, v in want):
+            out.append(HEAD_NODE_ID)
         for c in self._refresh():
             if c.get("state") not in LIVE_STATES:
                 continue
             tags = self._tags_of(c)
-            if all(tags.get(k) == v for k, v in (tag_filters or {}).items()):
+            if all(tags.get(k) == v for k, v in want):
                 out.append(c["candidate_id"])
         return out
 
     def is_running(self, node_id):
+        if node_id == HEAD_NODE_ID:
+            return True
         c = self._get(node_id)
         return c is not None and c.get("state") in RUNNING_STATES
 
     def is_terminated(self, node_id):
+        if node_id == HEAD_NODE_ID:
+            return False
         c = self._get(node_id)
         return c is None or c.get("state") not in LIVE_STATES
 
     def node_tags(self, node_id):
+        if node_id == HEAD_NODE_ID:
+            return self._head_tags()
         c = self._get(node_id)
         if c is None:
             return {}
         return self._tags_of(c)
 
     def external_ip(self, node_id):
+        if node_id == HEAD_NODE_ID:
+            return self.provider_config.get("head_ip") or None
         c = self._get(node_id)
         return (c or {}).get("public_ip") or None
 
@@ -251,6 +281,12 @@ class RayvastNodeProvider(NodeProvider):
             created[node_id] = {"candidate_id": node_id, "node_type": node_type}
         return created
 
+    def create_node_with_resources_and_labels(self, node_config, tags, count, resources, labels):
+        """What Ray's v1 NodeLauncher and v2 NodeProviderAdapter call. The
+        resources and labels are the node type's, which the head's config
+        already gives the node (the agent starts Ray with them)."""
+        return self.create_node(node_config, tags, count)
+
     def attach_rental(self, node_id, instance_id=None, public_ip=None, host_id=None):
         """Record what a renter learned of a candidate's rental (PATCH, for
         `head serve --provider none` with a renter built on this module).
@@ -272,10 +308,16 @@ class RayvastNodeProvider(NodeProvider):
         return c
 
     def set_node_tags(self, node_id, tags):
+        if node_id == HEAD_NODE_ID:
+            return
         with self._lock:
             self._tags.setdefault(node_id, {}).update(tags)
 
     def terminate_node(self, node_id):
+        if node_id == HEAD_NODE_ID:
+            # The Ray head is head up's to stop, never the autoscaler's.
+            logger.warning("rayvast provider: not terminating the head node")
+            return None
         self.admin.delete(node_id)
         with self._lock:
             self._tags.pop(node_id, None)
@@ -288,6 +330,15 @@ class RayvastNodeProvider(NodeProvider):
         for node_id in node_ids:
             self.terminate_node(node_id)
         return None
+
+    def post_process(self):
+        return None
+
+    def safe_to_scale(self):
+        return True
+
+    def is_readonly(self):
+        return False
 
     @staticmethod
     def bootstrap_config(cluster_config):

@@ -135,7 +135,8 @@ class ProviderTest(unittest.TestCase):
         self.assertEqual(json.loads(self.admin.requests[0][2]), {"node_type": "gpu"})
         self.assertNotIn(SECRET_TOKEN, repr(created) + repr(self.p.__dict__))
 
-        self.assertEqual(self.p.non_terminated_nodes({}), ["c1", "c2"])
+        self.assertEqual(self.p.non_terminated_nodes({}), ["head", "c1", "c2"])
+        self.assertEqual(self.p.non_terminated_nodes({ra.TAG_RAY_NODE_KIND: "worker"}), ["c1", "c2"])
         self.assertEqual(self.p.non_terminated_nodes({ra.TAG_RAY_USER_NODE_TYPE: "gpu", "ray-launch-config": "abc"}), ["c1", "c2"])
         self.assertEqual(self.p.non_terminated_nodes({ra.TAG_RAY_USER_NODE_TYPE: "cpu"}), [])
         self.assertFalse(self.p.is_running("c1"))
@@ -149,20 +150,32 @@ class ProviderTest(unittest.TestCase):
         self.assertEqual(self.p.external_ip("c1"), "203.0.113.7")
         self.assertEqual(self.p.internal_ip("c1"), "203.0.113.7")
         self.assertEqual(self.p.node_tags("c1")[ra.TAG_RAY_NODE_STATUS], ra.STATUS_UP_TO_DATE)
-        self.p.set_node_tags("c1", {ra.TAG_RAY_NODE_STATUS: "custom"})
-        self.assertEqual(self.p.node_tags("c1")[ra.TAG_RAY_NODE_STATUS], "custom")
+        # Ray's stored status (it tags every new node "uninitialized") does
+        # not hide what the head knows; Ray's other tags are kept.
+        self.p.set_node_tags("c1", {ra.TAG_RAY_NODE_STATUS: ra.STATUS_UNINITIALIZED, "ray-launch-request": "r1"})
+        self.assertEqual(self.p.node_tags("c1")[ra.TAG_RAY_NODE_STATUS], ra.STATUS_UP_TO_DATE)
+        self.assertEqual(self.p.node_tags("c1")["ray-launch-request"], "r1")
 
-        self.p.terminate_nodes(["c1", "c2"])
+        self.p.terminate_nodes(["c1", "c2", "head"])  # the head is never ended
         self.assertTrue(self.p.is_terminated("c1"))
-        self.assertEqual(self.p.non_terminated_nodes({}), [])
+        self.assertEqual(self.p.non_terminated_nodes({}), ["head"])
+        self.assertFalse(any(r[0] == "DELETE" and r[1].endswith("/head") for r in self.admin.requests))
         self.p.terminate_node("c1")  # again: the head says 204 or 404, both fine
         self.p.terminate_node("nope")  # unknown: 404 is terminated
 
     def test_destroy_requested_is_ended(self):
         self.admin.cands["x"] = {"candidate_id": "x", "node_type": "gpu", "state": "destroy_requested"}
-        self.assertEqual(self.p.non_terminated_nodes({}), [])
+        self.assertEqual(self.p.non_terminated_nodes({ra.TAG_RAY_NODE_KIND: "worker"}), [])
         self.assertEqual(self.admin.cands["x"]["state"], "ended")
         self.assertTrue(self.p.is_terminated("x"))
+
+    def test_head_is_listed_as_head(self):
+        self.assertEqual(self.p.node_tags("head")[ra.TAG_RAY_NODE_KIND], ra.NODE_KIND_HEAD)
+        self.assertEqual(self.p.node_tags("head")[ra.TAG_RAY_USER_NODE_TYPE], "head")
+        self.assertEqual(self.p.node_tags("head")[ra.TAG_RAY_NODE_STATUS], ra.STATUS_UP_TO_DATE)
+        self.assertTrue(self.p.is_running("head"))
+        self.assertFalse(self.p.is_terminated("head"))
+        self.assertEqual(self.p.non_terminated_nodes({ra.TAG_RAY_NODE_KIND: "head"}), ["head"])
 
     def test_unknown_node_is_terminated(self):
         self.assertTrue(self.p.is_terminated("ghost"))
@@ -222,7 +235,7 @@ class ProviderTest(unittest.TestCase):
             return orig(method, path, body)
 
         self.admin.handle = flaky
-        self.assertEqual(self.p.non_terminated_nodes({}), ["y"])
+        self.assertEqual(self.p.non_terminated_nodes({}), ["head", "y"])
         self.assertEqual(self.admin.cands["x"]["state"], "destroy_requested")
         self.p.non_terminated_nodes({})
         self.assertEqual(self.admin.cands["x"]["state"], "ended")

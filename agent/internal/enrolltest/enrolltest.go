@@ -49,8 +49,9 @@ func Response(t testing.TB, ca *pki.CA, instanceID, ip string, ports []int) wire
 	return wire.EnrollResponse{
 		Version: wire.Version, NodeCert: string(node.CertPEM), NodeKey: string(node.KeyPEM.Reveal()),
 		CACert: string(ca.CertPEM), ClusterToken: ClusterToken, AppID: "app-1", AppRootKey: AppRootKeyB64,
+		CandidateID: "c-0123456789abcdef", NodeType: "gpu1",
 		Shim: &wire.Shim{Name: "sitecustomize.py", ContentB64: base64.StdEncoding.EncodeToString([]byte(ShimContent))},
-		Ray: wire.RayParams{HeadAddress: "198.51.100.1:6379", NodeIPAddress: ip,
+		Ray: wire.RayParams{HeadAddress: "198.51.100.1:6379", NodeIPAddress: ip, NodeName: instanceID, NumCPUs: 8,
 			NodeManagerPort: ports[0], ObjectManagerPort: ports[1], RuntimeEnvAgentPort: ports[2],
 			DashboardAgentGRPCPort: ports[3], DashboardAgentListenPort: ports[4], MetricsExportPort: ports[5],
 			WorkerPorts: ports[6:9], NumGPUs: 1,

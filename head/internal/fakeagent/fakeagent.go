@@ -117,6 +117,23 @@ func (a *Agent) answer(c net.Conn, port int) {
 // any of the listeners: a test's signal that an enrollment is in its check.
 func (a *Agent) Challenged() <-chan struct{} { return a.challenged }
 
+// What Request reports: a Ray with token auth, a current Python, and
+// GPUModel for each GPU.
+const (
+	RayVersion    = "2.53.0"
+	PythonVersion = "3.11.7"
+	GPUModel      = "NVIDIA A100-SXM4-80GB"
+)
+
+// Models is GPUModel n times.
+func Models(n int) []string {
+	m := make([]string, n)
+	for i := range m {
+		m[i] = GPUModel
+	}
+	return m
+}
+
 // Request is an enroll request with every check passing.
 func (a *Agent) Request(instanceID, token string, gpus int) wire.EnrollRequest {
 	ok := wire.Check{OK: true, Detail: "ok"}
@@ -124,7 +141,9 @@ func (a *Agent) Request(instanceID, token string, gpus int) wire.EnrollRequest {
 		Version: wire.Version, InstanceID: instanceID, JoinToken: token,
 		Checks: wire.Checks{Capabilities: ok, Netns: ok, Shm: ok,
 			Egress: wire.EgressCheck{OK: true, Detail: "ok", IP: a.IP}},
-		GPUs: gpus, Ports: append([]int(nil), a.Ports...),
+		GPUs: gpus, GPUModels: Models(gpus),
+		RayVersion: RayVersion, PythonVersion: PythonVersion,
+		Ports:   append([]int(nil), a.Ports...),
 		PortKey: base64.StdEncoding.EncodeToString(a.PortKey),
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"regexp"
 	"strings"
 
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 )
 
@@ -52,7 +54,7 @@ func nameSafe(s string) string {
 // probe network is created without one, read, removed, and the real network
 // is created with that subnet. created reports whether this call made it.
 func EnsureNetwork(ctx context.Context, eng *dockerengine.Client, cluster string) (n Network, created bool, err error) {
-	return ensureNetwork(ctx, eng, cluster, netip.Addr{})
+	return ensureNetwork(ctx, eng, NetworkName(cluster), cluster, netip.Addr{})
 }
 
 // EnsureNetworkFor is EnsureNetwork for a head whose IP is already chosen
@@ -65,7 +67,7 @@ func EnsureNetworkFor(ctx context.Context, eng *dockerengine.Client, cluster, he
 	if err != nil || !ip.Is4() || !ip.IsPrivate() || isLocalAddr(ip) {
 		ip = netip.Addr{}
 	}
-	return ensureNetwork(ctx, eng, cluster, ip)
+	return ensureNetwork(ctx, eng, NetworkName(cluster), cluster, ip)
 }
 
 func isLocalAddr(ip netip.Addr) bool {
@@ -83,8 +85,7 @@ func isLocalAddr(ip netip.Addr) bool {
 	return false
 }
 
-func ensureNetwork(ctx context.Context, eng *dockerengine.Client, cluster string, gateway netip.Addr) (n Network, created bool, err error) {
-	name := NetworkName(cluster)
+func ensureNetwork(ctx context.Context, eng *dockerengine.Client, name, cluster string, gateway netip.Addr) (n Network, created bool, err error) {
 	info, err := eng.InspectNetwork(ctx, name)
 	if err == nil {
 		if info.Labels[LabelCluster] != cluster {
@@ -162,28 +163,42 @@ func networkFrom(info dockerengine.NetworkInfo) (Network, error) {
 	return n, fmt.Errorf("network %s has no IPv4 subnet of its own", info.Name)
 }
 
-// Cleanup removes every container and network labelled with a cluster that
-// match selects (nil: every rayvast cluster). It keeps going past errors and
-// returns the first.
+// Cleanup removes every container, network and NAT table of the clusters
+// that match selects (nil: every rayvast cluster), found by their labels.
+// It keeps going past errors and returns the first.
 func Cleanup(ctx context.Context, eng *dockerengine.Client, match func(cluster string) bool) error {
+	return cleanup(ctx, eng, firewall.RunNft("nft"), match)
+}
+
+func cleanup(ctx context.Context, eng *dockerengine.Client, nft func(context.Context, string) error, match func(cluster string) bool) error {
 	var first error
 	note := func(err error) {
 		if err != nil && !errors.Is(err, dockerengine.ErrNotFound) && first == nil {
 			first = err
 		}
 	}
+	clusters := map[string]bool{}
 	cs, err := eng.ListContainers(ctx, LabelCluster)
 	note(err)
 	for _, c := range cs {
-		if match == nil || match(c.Labels[LabelCluster]) {
+		if cl := c.Labels[LabelCluster]; match == nil || match(cl) {
+			clusters[cl] = true
 			note(eng.RemoveContainer(ctx, c.ID, true))
 		}
 	}
 	ns, err := eng.ListNetworks(ctx, LabelCluster)
 	note(err)
 	for _, n := range ns {
-		if match == nil || match(n.Labels[LabelCluster]) {
+		if cl := n.Labels[LabelCluster]; match == nil || match(cl) {
+			clusters[cl] = true
 			note(eng.RemoveNetwork(ctx, n.ID))
+		}
+	}
+	// The tables go last: while a container is left, its ports must not
+	// fall through to the default route.
+	for cl := range clusters {
+		if err := RemoveTable(ctx, nft, cl); !errors.Is(err, exec.ErrNotFound) { // no nft: no table
+			note(err)
 		}
 	}
 	return first

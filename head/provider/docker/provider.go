@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,10 +29,12 @@ const (
 	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // candidate image; default: built from test/fakeray
 	EnvUnsafeNodeTypes = "RAYVAST_DOCKER_UNSAFE_NODE_TYPES" // node types rented with NET_RAW kept (demo)
 	EnvMemoryMB        = "RAYVAST_DOCKER_MEMORY_MB"         // memory limit of each candidate; default none
+	EnvHairpin         = "RAYVAST_DOCKER_HAIRPIN"           // "1": NetOptions.Hairpin
+	EnvPerIP           = "RAYVAST_DOCKER_PER_IP"            // NetOptions.PerIP
 )
 
-// The 64 ports of every candidate (inside = outside: on a bridge each
-// container has its own address, so nothing is published). They sit below
+// The 64 ports of a candidate (inside = outside, forwarded from its public
+// IP; the k-th candidate behind one IP has the k-th block after these). They sit below
 // Linux's ephemeral range (32768–60999): the agent connects out (CA, DNS)
 // before it listens on them, and an outgoing connection that happened to
 // get one of them as its local port made that listen fail.
@@ -70,14 +71,19 @@ type Config struct {
 	// MemoryBytes bounds each candidate's memory (0 = no limit: Ray sizes
 	// its object store from what it sees). From RAYVAST_DOCKER_MEMORY_MB.
 	MemoryBytes int64
-	Log         *slog.Logger
+	// Net are the knobs of vast's network (hairpin, candidates per IP).
+	Net NetOptions
+	// Nft runs nft scripts (default the nft binary on PATH).
+	Nft func(ctx context.Context, script string) error
+	Log *slog.Logger
 }
 
 // Provider rents containers on the local Docker Engine.
 type Provider struct {
 	cfg        Config
 	eng        *dockerengine.Client
-	net        Network
+	net        Network // vnet.Private
+	vnet       *VastNet
 	netCreated bool
 	dns        *whoami.Server
 	resolvers  string
@@ -90,13 +96,20 @@ var _ provider.Provider = (*Provider)(nil)
 
 // New is the head's factory for `--provider docker`.
 func New(opts provider.Options) (provider.Provider, error) {
+	return NewWithNet(opts, NetOptions{})
+}
+
+// NewWithNet is New with the knobs of vast's network from the config's
+// provider block (RAYVAST_DOCKER_HAIRPIN and RAYVAST_DOCKER_PER_IP, when
+// set, win).
+func NewWithNet(opts provider.Options, net NetOptions) (provider.Provider, error) {
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg := Config{
 		Engine: dockerengine.New(""), Cluster: opts.Cluster, StateDir: opts.StateDir,
-		HeadIP: opts.HeadIP, Image: os.Getenv(EnvImage), Log: log,
+		HeadIP: opts.HeadIP, Image: os.Getenv(EnvImage), Net: net, Log: log,
 	}
 	for _, t := range strings.Split(os.Getenv(EnvUnsafeNodeTypes), ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -109,6 +122,9 @@ func New(opts provider.Options) (provider.Provider, error) {
 			return nil, fmt.Errorf("docker provider: %s=%q: want a number of MiB (at least 6)", EnvMemoryMB, v)
 		}
 		cfg.MemoryBytes = mb << 20
+	}
+	if err := netOptionsFromEnv(&cfg.Net); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -146,11 +162,12 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 	if _, err := cfg.Engine.InspectImage(ctx, cfg.Image); err != nil {
 		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
 	}
-	n, created, err := EnsureNetworkFor(ctx, cfg.Engine, cfg.Cluster, cfg.HeadIP)
+	vnet, created, err := OpenVastNet(ctx, VastNetConfig{Engine: cfg.Engine, Cluster: cfg.Cluster, HeadIP: cfg.HeadIP, Options: cfg.Net, Nft: cfg.Nft, Log: cfg.Log})
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: %w", err)
 	}
-	p := &Provider{cfg: cfg, eng: cfg.Engine, net: n, netCreated: created, log: cfg.Log}
+	n := vnet.Private
+	p := &Provider{cfg: cfg, eng: cfg.Engine, net: n, vnet: vnet, netCreated: created, log: cfg.Log}
 	if cfg.HeadIP != "" && cfg.HeadIP != n.Gateway.String() {
 		p.log.Warn("docker provider: head IP is not the network's gateway; candidates must be able to reach it", "head_ip", cfg.HeadIP, "gateway", n.Gateway.String(), "network", n.Name)
 	}
@@ -158,12 +175,37 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		p.Close()
 		return nil, err
 	}
-	p.log.Info("docker provider ready", "network", n.Name, "subnet", n.Subnet.String(), "gateway", n.Gateway.String(), "image", cfg.Image, "dns", p.dns.Addr())
+	p.log.Info("docker provider ready", "network", n.Name, "subnet", n.Subnet.String(), "gateway", n.Gateway.String(),
+		"public_subnet", vnet.Public.Subnet.String(), "nat_table", "ip "+TableName(cfg.Cluster), "hairpin", vnet.Options().Hairpin, "per_ip", vnet.Options().PerIP,
+		"image", cfg.Image, "dns", p.dns.Addr())
 	return p, nil
 }
 
-// Network is the cluster's bridge network.
+// netOptionsFromEnv reads RAYVAST_DOCKER_HAIRPIN and RAYVAST_DOCKER_PER_IP.
+func netOptionsFromEnv(o *NetOptions) error {
+	if v := os.Getenv(EnvHairpin); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("docker provider: %s=%q: want 1 or 0", EnvHairpin, v)
+		}
+		o.Hairpin = on
+	}
+	if v := os.Getenv(EnvPerIP); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPerIP {
+			return fmt.Errorf("docker provider: %s=%q: want 1 to %d candidates per public IP", EnvPerIP, v, MaxPerIP)
+		}
+		o.PerIP = n
+	}
+	return nil
+}
+
+// Network is the cluster's bridge network, where the candidates' own
+// addresses are and the head listens on the gateway.
 func (p *Provider) Network() Network { return p.net }
+
+// VastNet is the cluster's vast network (its public IPs, its NAT).
+func (p *Provider) VastNet() *VastNet { return p.vnet }
 
 // DNSAddr is the who-am-I responder's ip:port.
 func (p *Provider) DNSAddr() string { return p.dns.Addr() }
@@ -220,18 +262,12 @@ func InstanceName(cluster, candidateID string) string {
 	return s
 }
 
-// Ports is RAYVAST_PORTS.
-func Ports() []int {
-	ps := make([]int, NumPorts)
-	for i := range ps {
-		ps[i] = FirstPort + i
-	}
-	return ps
-}
+// Ports is RAYVAST_PORTS of the first (or only) candidate behind an IP.
+func Ports() []int { return SlotPorts(0) }
 
-func portsEnv() string {
-	s := make([]string, NumPorts)
-	for i, p := range Ports() {
+func portsEnv(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
 		s[i] = strconv.Itoa(p)
 	}
 	return strings.Join(s, ",")
@@ -250,17 +286,18 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ip, err := p.freeAddr(ctx)
+	ep, err := p.vnet.Place(ctx, nil)
 	if err != nil {
 		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
 	}
+	ip := ep.Public
 	env := map[string]string{}
 	for k, v := range req.Env {
 		env[k] = v
 	}
 	env[wire.EnvInstanceID] = name
 	env[wire.EnvPublicIP] = ip.String()
-	env[wire.EnvPorts] = portsEnv()
+	env[wire.EnvPorts] = portsEnv(ep.Ports)
 	env[wire.EnvEgressResolvers] = p.resolvers
 	envList := make([]string, 0, len(env))
 	for k, v := range env {
@@ -290,12 +327,13 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		Hostname:   name,
 		Labels: map[string]string{
 			LabelCluster: p.cfg.Cluster, LabelCandidate: req.CandidateID, LabelNodeType: req.NodeType,
-			LabelPublicIP: ip.String(), LabelHostID: name, LabelUnsafe: strconv.FormatBool(unsafe),
+			LabelHostID: name, LabelUnsafe: strconv.FormatBool(unsafe),
 		},
-		HostConfig: hc,
-		NetworkingConfig: &dockerengine.NetworkingConfig{EndpointsConfig: map[string]dockerengine.EndpointSettings{
-			p.net.Name: {IPAMConfig: &dockerengine.EndpointIPAM{IPv4Address: ip.String()}},
-		}},
+		HostConfig:       hc,
+		NetworkingConfig: p.vnet.Networking(ep),
+	}
+	for k, v := range p.vnet.Labels(ep) {
+		cfg.Labels[k] = v
 	}
 	id, err := p.eng.CreateContainer(ctx, name, cfg)
 	var apiErr *dockerengine.APIError
@@ -311,46 +349,18 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	if err != nil {
 		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
 	}
-	if err := p.eng.StartContainer(ctx, id); err != nil {
+	if err = p.vnet.Sync(ctx); err == nil { // its ports and its source IP from its first packet on
+		if err = p.eng.StartContainer(ctx, id); err == nil {
+			err = p.vnet.Started(ctx, id)
+		}
+	}
+	if err != nil {
 		_ = p.eng.RemoveContainer(context.WithoutCancel(ctx), id, true)
+		_ = p.vnet.Sync(context.WithoutCancel(ctx))
 		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
 	}
-	p.log.Info("docker rented", "instance", name, "candidate", req.CandidateID, "ip", ip.String(), "unsafe", unsafe)
+	p.log.Info("docker rented", "instance", name, "candidate", req.CandidateID, "public_ip", ip.String(), "ports", formatPorts(ep.Ports), "private_ip", ep.Private.String(), "unsafe", unsafe)
 	return provider.Rental{CandidateID: req.CandidateID, InstanceID: name, HostID: name, PublicIP: ip.String(), Running: true}, nil
-}
-
-// freeAddr picks the lowest address of the subnet that no container of
-// ours (running or not) and no attached container holds.
-func (p *Provider) freeAddr(ctx context.Context) (netip.Addr, error) {
-	used := map[netip.Addr]bool{p.net.Gateway: true}
-	cs, err := p.eng.ListContainers(ctx, LabelCluster+"="+p.cfg.Cluster)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	for _, c := range cs {
-		if a, err := netip.ParseAddr(c.Labels[LabelPublicIP]); err == nil {
-			used[a] = true
-		}
-	}
-	info, err := p.eng.InspectNetwork(ctx, p.net.ID)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	for _, c := range info.Containers {
-		if pf, err := netip.ParsePrefix(c.IPv4Address); err == nil {
-			used[pf.Addr()] = true
-		}
-	}
-	for a := p.net.Subnet.Addr().Next(); p.net.Subnet.Contains(a); a = a.Next() {
-		next := a.Next()
-		if !p.net.Subnet.Contains(next) {
-			break // a is the broadcast address
-		}
-		if !used[a] {
-			return a, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("no free address in %s", p.net.Subnet)
 }
 
 // Get implements provider.Provider.
@@ -378,7 +388,12 @@ func rentalFrom(name string, labels map[string]string, running bool) provider.Re
 // Destroy implements provider.Provider: remove the container (like ending a
 // vast rental: no grace).
 func (p *Provider) Destroy(ctx context.Context, instanceID string) error {
-	return p.rentals().Destroy(ctx, instanceID)
+	if err := p.rentals().Destroy(ctx, instanceID); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.vnet.Sync(ctx) // its public IP:ports lead nowhere now
 }
 
 // List implements provider.Provider: every container labelled with the
@@ -391,15 +406,21 @@ func (p *Provider) rentals() *Rentals {
 	return &Rentals{eng: p.eng, cluster: p.cfg.Cluster, log: p.log}
 }
 
-// Close stops the DNS responder and removes the network if this provider
-// created it and no container is left on it (a restarted head needs it).
+// Close stops the DNS responder; once no container is left it removes the
+// NAT table and the public network, and the network if this provider
+// created it (a restarted head needs them all otherwise).
 func (p *Provider) Close() error {
 	if p.dns != nil {
 		_ = p.dns.Close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if p.vnet != nil {
+		if err := p.vnet.Close(ctx); err != nil {
+			p.log.Warn("docker provider: vast network left behind", "err", err)
+		}
+	}
 	if p.netCreated {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		if cs, err := p.eng.ListContainers(ctx, LabelCluster+"="+p.cfg.Cluster); err == nil && len(cs) == 0 {
 			_ = p.eng.RemoveNetwork(ctx, p.net.ID)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 )
@@ -56,6 +57,22 @@ func TestRentalsForDown(t *testing.T) {
 	}
 	if list, err := ra.List(ctx); err != nil || len(list) != 0 {
 		t.Errorf("List after Destroy = %+v, %v; want none", list, err)
+	}
+	// Cleanup of a (head down of a stopped head): its networks and NAT
+	// table go; cluster b keeps all three.
+	if err := Cleanup(ctx, eng, func(c string) bool { return c == a }); err != nil {
+		t.Fatal(err)
+	}
+	nft := firewall.RunNft("nft")
+	for cl, want := range map[string]bool{a: false, b: true} {
+		for _, n := range []string{NetworkName(cl), PublicNetworkName(cl)} {
+			if _, err := eng.InspectNetwork(ctx, n); (err == nil) != want {
+				t.Errorf("network %s after the cleanup of a: %v, want kept=%v", n, err, want)
+			}
+		}
+		if got := nft(ctx, "list table ip "+TableName(cl)+"\n") == nil; got != want {
+			t.Errorf("table ip %s of %s after the cleanup of a: kept=%v, want %v", TableName(cl), cl, got, want)
+		}
 	}
 
 	fresh := base + "-none"

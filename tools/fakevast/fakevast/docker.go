@@ -32,19 +32,23 @@ type DockerConfig struct {
 	// Image runs every rental whose requested image is not on this machine
 	// (there is no registry here). Required.
 	Image string
-	Log   *slog.Logger
+	// Net is vast's network (docker.VastNet): hairpin, rentals per IP.
+	Net docker.NetOptions
+	Log *slog.Logger
 }
 
 // Docker runs each rental as a container on a bridge network of its own,
 // shaped like a vast instance: the env and command it was given, vast's own
 // variables (CONTAINER_ID, PUBLIC_IPADDR, VAST_TCP_PORT_70000…, GPU_COUNT,
 // CONTAINER_API_KEY), NET_RAW and NET_ADMIN dropped (unless the offer is
-// Unsafe), a private /dev/shm. Its address on the bridge is its "public
-// IP": the head, listening on the gateway, sees it as the source of every
-// connection, and the 64 ports are open on it with inside = outside.
+// Unsafe), a private /dev/shm. Its network is vast's (docker.VastNet): a
+// public IP on none of its interfaces, the 64 ports forwarded from it
+// (inside = outside), the head on the gateway seeing every connection of
+// the rental from that IP.
 type Docker struct {
 	cfg     DockerConfig
 	eng     *dockerengine.Client
+	vnet    *docker.VastNet
 	net     docker.Network
 	created bool
 	dns     *whoami.Server
@@ -73,11 +77,12 @@ func OpenDocker(ctx context.Context, cfg DockerConfig) (*Docker, error) {
 	if _, err := cfg.Engine.InspectImage(ctx, cfg.Image); err != nil {
 		return nil, fmt.Errorf("fakevast docker: image %s: %w", cfg.Image, err)
 	}
-	n, created, err := docker.EnsureNetwork(ctx, cfg.Engine, "fakevast-"+cfg.Name)
+	vnet, created, err := docker.OpenVastNet(ctx, docker.VastNetConfig{Engine: cfg.Engine, Cluster: "fakevast-" + cfg.Name, Options: cfg.Net, Log: cfg.Log})
 	if err != nil {
 		return nil, fmt.Errorf("fakevast docker: %w", err)
 	}
-	d := &Docker{cfg: cfg, eng: cfg.Engine, net: n, created: created, log: cfg.Log}
+	n := vnet.Private
+	d := &Docker{cfg: cfg, eng: cfg.Engine, vnet: vnet, net: n, created: created, log: cfg.Log}
 	if d.dns, err = whoami.Start(net.JoinHostPort(n.Gateway.String(), "0"), nil, cfg.Log); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("fakevast docker: who-am-I DNS: %w", err)
@@ -105,10 +110,11 @@ func (d *Docker) name(id int64) string {
 func (d *Docker) Start(ctx context.Context, l Launch) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ip, err := d.freeAddr(ctx)
+	ep, err := d.vnet.Place(ctx, l.Ports)
 	if err != nil {
 		return "", err
 	}
+	ip := ep.Public
 	env := map[string]string{}
 	for k, v := range l.Env {
 		env[k] = v
@@ -138,11 +144,12 @@ func (d *Docker) Start(ctx context.Context, l Launch) (string, error) {
 	}
 	cc := dockerengine.ContainerConfig{
 		Image: image, Cmd: l.Args, Env: list, Hostname: "C." + strconv.FormatInt(l.ID, 10),
-		Labels:     map[string]string{LabelServer: d.cfg.Name, LabelInstance: strconv.FormatInt(l.ID, 10), LabelIP: ip.String()},
-		HostConfig: hc,
-		NetworkingConfig: &dockerengine.NetworkingConfig{EndpointsConfig: map[string]dockerengine.EndpointSettings{
-			d.net.Name: {IPAMConfig: &dockerengine.EndpointIPAM{IPv4Address: ip.String()}},
-		}},
+		Labels:           map[string]string{LabelServer: d.cfg.Name, LabelInstance: strconv.FormatInt(l.ID, 10), LabelIP: ip.String()},
+		HostConfig:       hc,
+		NetworkingConfig: d.vnet.Networking(ep),
+	}
+	for k, v := range d.vnet.Labels(ep) {
+		cc.Labels[k] = v
 	}
 	if l.Entrypoint != "" {
 		cc.Entrypoint = []string{l.Entrypoint}
@@ -152,42 +159,19 @@ func (d *Docker) Start(ctx context.Context, l Launch) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("fakevast start %d: %w", l.ID, err)
 	}
-	if err := d.eng.StartContainer(ctx, id); err != nil {
+	if err = d.vnet.Sync(ctx); err == nil {
+		if err = d.eng.StartContainer(ctx, id); err == nil {
+			err = d.vnet.Started(ctx, id)
+		}
+	}
+	if err != nil {
 		_ = d.eng.RemoveContainer(context.WithoutCancel(ctx), id, true)
+		_ = d.vnet.Sync(context.WithoutCancel(ctx))
 		return "", fmt.Errorf("fakevast start %d: %w", l.ID, err)
 	}
 	d.watch(l.ID, id)
 	d.log.Info("fakevast: container started", "instance", l.ID, "container", name, "ip", ip.String(), "image", image, "unsafe", l.Unsafe)
 	return ip.String(), nil
-}
-
-// freeAddr is the lowest address of the subnet no container holds.
-func (d *Docker) freeAddr(ctx context.Context) (netip.Addr, error) {
-	used := map[netip.Addr]bool{d.net.Gateway: true}
-	cs, err := d.eng.ListContainers(ctx, LabelServer+"="+d.cfg.Name)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	for _, c := range cs {
-		if a, err := netip.ParseAddr(c.Labels[LabelIP]); err == nil {
-			used[a] = true
-		}
-	}
-	info, err := d.eng.InspectNetwork(ctx, d.net.ID)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	for _, c := range info.Containers {
-		if p, err := netip.ParsePrefix(c.IPv4Address); err == nil {
-			used[p.Addr()] = true
-		}
-	}
-	for a := d.net.Subnet.Addr().Next(); d.net.Subnet.Contains(a.Next()); a = a.Next() {
-		if !used[a] {
-			return a, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("no free address in %s", d.net.Subnet)
 }
 
 // Stop implements Backend: remove the container.
@@ -196,7 +180,9 @@ func (d *Docker) Stop(ctx context.Context, id int64) error {
 	if err != nil && !errors.Is(err, dockerengine.ErrNotFound) {
 		return err
 	}
-	return nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.vnet.Sync(ctx)
 }
 
 // Kill implements Backend: SIGKILL the container, keep it.
@@ -214,9 +200,12 @@ func (d *Docker) Close() error {
 	if d.dns != nil {
 		_ = d.dns.Close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if d.vnet != nil {
+		_ = d.vnet.Close(ctx) // the table and the public network, once no rental is left
+	}
 	if d.created {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		if cs, err := d.eng.ListContainers(ctx, LabelServer+"="+d.cfg.Name); err == nil && len(cs) == 0 {
 			_ = d.eng.RemoveNetwork(ctx, d.net.ID)
 		}

@@ -1,0 +1,76 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Provider kinds of the config's provider block (SPEC §8).
+var ProviderKinds = []string{"none", "docker", "vast"}
+
+// validateProvider checks the provider block and max_dph_total. The vast
+// API key has no field (a strict decode refuses "api_key"): it stays in a
+// file or the environment.
+func validateProvider(c *wire.Config) error {
+	if c.MaxDPHTotal < 0 {
+		return fmt.Errorf("max_dph_total: must not be negative")
+	}
+	p := c.Provider
+	if p == nil {
+		return nil
+	}
+	switch p.Kind {
+	case "none", "docker", "vast":
+	case "":
+		return fmt.Errorf("provider.kind: missing; want none, docker or vast")
+	default:
+		return fmt.Errorf("provider.kind: %q: want none, docker or vast", p.Kind)
+	}
+	if p.PerIP < 0 {
+		return fmt.Errorf("provider.per_ip: must not be negative")
+	}
+	if p.Kind != "docker" && (p.Hairpin || p.PerIP != 0) {
+		return fmt.Errorf("provider: hairpin and per_ip shape the docker provider's local network, not %s's", p.Kind)
+	}
+	if p.Kind != "vast" {
+		// Only vast rents by offer; a docker or none block with vast's
+		// settings is a config mixed up, not something to ignore.
+		if p.BaseURL != "" || p.APIKeyFile != "" || p.DiskGB != 0 || len(p.NodeTypes) > 0 {
+			return fmt.Errorf("provider: base_url, api_key_file, disk_gb and node_types are vast settings, not %s's", p.Kind)
+		}
+		if p.Kind == "none" && p.Image != "" {
+			return fmt.Errorf("provider.image: kind none rents nothing")
+		}
+		return nil
+	}
+	if p.BaseURL != "" {
+		u, err := url.Parse(p.BaseURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("provider.base_url: %q: want an http(s) URL", p.BaseURL)
+		}
+	}
+	if p.DiskGB < 0 {
+		return fmt.Errorf("provider.disk_gb: must not be negative")
+	}
+	names := make([]string, 0, len(p.NodeTypes))
+	for n := range p.NodeTypes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		o := p.NodeTypes[n]
+		if _, ok := c.NodeTypes[n]; !ok {
+			return fmt.Errorf("provider.node_types.%s: not a node type of node_types", n)
+		}
+		if o.MaxDPH < 0 || o.DiskGB < 0 {
+			return fmt.Errorf("provider.node_types.%s: max_dph and disk_gb must not be negative", n)
+		}
+		if c.MaxDPHTotal > 0 && o.MaxDPH > c.MaxDPHTotal {
+			return fmt.Errorf("provider.node_types.%s.max_dph %.4g: above max_dph_total %.4g, no such rental could be afforded", n, o.MaxDPH, c.MaxDPHTotal)
+		}
+	}
+	return nil
+}

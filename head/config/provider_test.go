@@ -1,0 +1,54 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func withProvider(block string) string {
+	return strings.Replace(good, `"cluster":"c"`, `"cluster":"c",`+block, 1)
+}
+
+func TestProviderGood(t *testing.T) {
+	for _, block := range []string{
+		`"provider":{"kind":"none"}`,
+		`"provider":{"kind":"docker","image":"rayvast-candidate:x"}`,
+		`"provider":{"kind":"docker","hairpin":true,"per_ip":2}`,
+		`"provider":{"kind":"vast","image":"rayproject/ray:2.53.0-gpu","disk_gb":32,"base_url":"https://console.vast.ai",
+		  "api_key_file":"/etc/rayvast/vast_key","node_types":{"gpu1":{"gpu_name":"RTX 4090","max_dph":0.5}}},"max_dph_total":2`,
+	} {
+		c, err := Parse(strings.NewReader(withProvider(block)))
+		if err != nil {
+			t.Errorf("%s: %v", block, err)
+			continue
+		}
+		if c.Provider == nil || c.Provider.Kind == "" {
+			t.Errorf("%s: provider not kept: %+v", block, c.Provider)
+		}
+	}
+}
+
+func TestProviderRefuses(t *testing.T) {
+	for _, c := range []struct{ name, block, want string }{
+		{"no kind", `"provider":{"image":"x"}`, "provider.kind: missing"},
+		{"unknown kind", `"provider":{"kind":"aws"}`, `provider.kind: "aws"`},
+		{"api key in config", `"provider":{"kind":"vast","api_key":"k"}`, "unknown field"},
+		{"vast settings on docker", `"provider":{"kind":"docker","node_types":{"gpu1":{}}}`, "vast settings"},
+		{"hairpin on vast", `"provider":{"kind":"vast","hairpin":true}`, "docker provider's local network"},
+		{"negative per_ip", `"provider":{"kind":"docker","per_ip":-1}`, "provider.per_ip"},
+		{"image on none", `"provider":{"kind":"none","image":"x"}`, "kind none"},
+		{"bad base url", `"provider":{"kind":"vast","base_url":"console.vast.ai"}`, "provider.base_url"},
+		{"unknown node type", `"provider":{"kind":"vast","node_types":{"gpu9":{}}}`, "provider.node_types.gpu9"},
+		{"negative max_dph", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":-1}}}`, "must not be negative"},
+		{"negative disk", `"provider":{"kind":"vast","disk_gb":-1}`, "provider.disk_gb"},
+		{"negative total", `"max_dph_total":-1`, "max_dph_total"},
+		{"max_dph above total", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":3}}},"max_dph_total":2`, "above max_dph_total"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(withProvider(c.block)))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,247 @@
+// Package rayhead runs the cluster's Ray head for `head up` and keeps it
+// running: the process is restarted with backoff when it exits, its output
+// goes to a log file in the state dir, and its state is written to a small
+// JSON file there so `head status` (another process) can show it.
+package rayhead
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// StateFile is the name of the state file in the state dir.
+const StateFile = "ray-head.json"
+
+// States a Status can be in.
+const (
+	Starting   = "starting"
+	Running    = "running"
+	Restarting = "restarting"
+	Stopped    = "stopped"
+)
+
+// Status is what the state file holds.
+type Status struct {
+	State    string    `json:"state"`
+	Address  string    `json:"address"`
+	PID      int       `json:"pid,omitempty"`
+	Since    time.Time `json:"since"`
+	Restarts int       `json:"restarts"`
+	LastExit string    `json:"last_exit,omitempty"`
+	Log      string    `json:"log"`
+}
+
+// Config is one supervised Ray head.
+type Config struct {
+	Command []string // argv; Command[0] is looked up in PATH
+	Env     []string // the whole environment of the process
+	Address string   // ip:port, for the status only
+	LogPath string   // appended to; the process's stdout and stderr
+	// StatePath is where the Status is written ("" writes nothing).
+	StatePath string
+	// MinBackoff and MaxBackoff bound the wait before a restart (defaults 1 s
+	// and 30 s); the wait doubles per quick exit and resets after a run of
+	// StableAfter (default 60 s).
+	MinBackoff, MaxBackoff, StableAfter time.Duration
+	// StopGrace is how long a SIGTERM is given before SIGKILL (default 10 s).
+	StopGrace time.Duration
+	Log       *slog.Logger
+	Now       func() time.Time
+}
+
+// Supervisor runs the Ray head until its context ends.
+type Supervisor struct {
+	cfg Config
+	mu  sync.Mutex
+	st  Status
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Supervisor, error) {
+	if len(cfg.Command) == 0 {
+		return nil, errors.New("ray head: no command")
+	}
+	if cfg.LogPath == "" {
+		return nil, errors.New("ray head: no log path")
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = time.Second
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
+	}
+	if cfg.StableAfter <= 0 {
+		cfg.StableAfter = time.Minute
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath}}, nil
+}
+
+// Status returns the current state.
+func (s *Supervisor) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+func (s *Supervisor) set(f func(*Status)) {
+	s.mu.Lock()
+	f(&s.st)
+	s.st.Since = s.cfg.Now()
+	st := s.st
+	s.mu.Unlock()
+	if s.cfg.StatePath == "" {
+		return
+	}
+	b, _ := json.Marshal(st)
+	tmp := s.cfg.StatePath + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err == nil {
+		err = os.Rename(tmp, s.cfg.StatePath)
+		if err != nil {
+			s.cfg.Log.Warn("ray head state file", "err", err)
+		}
+	}
+}
+
+// Start launches the first process and returns once it runs (or failed to
+// start); Run keeps it running. Started tells the caller it is up.
+func (s *Supervisor) Start() (*Run, error) {
+	logf, err := os.OpenFile(s.cfg.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("ray head log %s: %w", s.cfg.LogPath, err)
+	}
+	s.set(func(st *Status) { st.State = Starting })
+	cmd, done, err := s.spawn(logf)
+	if err != nil {
+		logf.Close()
+		s.set(func(st *Status) { st.State = Stopped; st.LastExit = err.Error() })
+		return nil, err
+	}
+	return &Run{s: s, logf: logf, cmd: cmd, done: done}, nil
+}
+
+// Run is a started supervisor.
+type Run struct {
+	s    *Supervisor
+	logf *os.File
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func (s *Supervisor) spawn(logf io.Writer) (*exec.Cmd, chan error, error) {
+	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
+	cmd.Env = s.cfg.Env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group: Ctrl-C at the terminal reaches head only, which
+	// then stops Ray in order; and a stop reaches Ray's children too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start ray head: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	s.set(func(st *Status) { st.State = Running; st.PID = cmd.Process.Pid })
+	s.cfg.Log.Info("ray head running", "pid", cmd.Process.Pid, "address", s.cfg.Address, "log", s.cfg.LogPath)
+	return cmd, done, nil
+}
+
+// Wait supervises until ctx ends, then stops the process (SIGTERM to its
+// group, SIGKILL after StopGrace) and returns.
+func (r *Run) Wait(ctx context.Context) {
+	s := r.s
+	defer r.logf.Close()
+	backoff := s.cfg.MinBackoff
+	for {
+		started := s.cfg.Now()
+		select {
+		case <-ctx.Done():
+			r.stop()
+			s.set(func(st *Status) { st.State = Stopped; st.PID = 0 })
+			return
+		case err := <-r.done:
+			exit := exitText(err)
+			if s.cfg.Now().Sub(started) >= s.cfg.StableAfter {
+				backoff = s.cfg.MinBackoff
+			}
+			s.set(func(st *Status) { st.State = Restarting; st.PID = 0; st.LastExit = exit; st.Restarts++ })
+			s.cfg.Log.Warn("ray head exited; restarting", "exit", exit, "in", backoff.String(), "log", s.cfg.LogPath)
+			select {
+			case <-ctx.Done():
+				s.set(func(st *Status) { st.State = Stopped })
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, s.cfg.MaxBackoff)
+			for {
+				cmd, done, err := s.spawn(r.logf)
+				if err == nil {
+					r.cmd, r.done = cmd, done
+					break
+				}
+				s.cfg.Log.Warn("ray head did not start", "err", err)
+				select {
+				case <-ctx.Done():
+					s.set(func(st *Status) { st.State = Stopped })
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, s.cfg.MaxBackoff)
+			}
+		}
+	}
+}
+
+func (r *Run) stop() {
+	pid := r.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(r.s.cfg.StopGrace):
+		r.s.cfg.Log.Warn("ray head ignored SIGTERM; killing", "pid", pid, "grace", r.s.cfg.StopGrace.String())
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-r.done
+	}
+	r.s.cfg.Log.Info("ray head stopped", "pid", pid)
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// ReadStatus reads the state file of a state dir; ok is false when there is
+// none (no `head up` ran a Ray head there).
+func ReadStatus(stateDir string) (Status, bool, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, StateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return Status{}, false, nil
+	}
+	if err != nil {
+		return Status{}, false, err
+	}
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return Status{}, false, fmt.Errorf("%s: %w", StateFile, err)
+	}
+	return st, true, nil
+}

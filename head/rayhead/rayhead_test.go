@@ -1,0 +1,131 @@
+package rayhead
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary re-runs itself as the "Ray head" (os/exec's pattern):
+// RAYHEAD_CHILD=exit exits 3 at once, =block blocks until signalled.
+func TestMain(m *testing.M) {
+	switch os.Getenv("RAYHEAD_CHILD") {
+	case "exit":
+		os.Stdout.WriteString("child ran\n")
+		os.Exit(3)
+	case "block":
+		os.Stdout.WriteString("child blocking\n")
+		time.Sleep(time.Hour)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func newSup(t *testing.T, mode string) (*Supervisor, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := New(Config{Command: []string{os.Args[0]}, Env: append(os.Environ(), "RAYHEAD_CHILD="+mode),
+		Address: "127.0.0.1:6379", LogPath: filepath.Join(dir, "ray-head.log"), StatePath: filepath.Join(dir, StateFile),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, StopGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+func TestRestartsWithBackoffAndKeepsLog(t *testing.T) {
+	s, dir := newSup(t, "exit")
+	r, err := s.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Wait(ctx); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Status().Restarts < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("restarts = %d after 20 s, want 3", s.Status().Restarts)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	st, ok, err := ReadStatus(dir)
+	if err != nil || !ok {
+		t.Fatalf("ReadStatus: %v %v", ok, err)
+	}
+	if st.State != Stopped || st.Restarts < 3 || !strings.Contains(st.LastExit, "exit status 3") {
+		t.Errorf("status = %+v, want stopped, ≥3 restarts, last exit 3", st)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "ray-head.log"))
+	if n := strings.Count(string(b), "child ran"); n < 3 {
+		t.Errorf("log has %d runs, want ≥3 (appended, not truncated):\n%s", n, b)
+	}
+}
+
+func TestStopsProcessOnCancel(t *testing.T) {
+	s, dir := newSup(t, "block")
+	r, err := s.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.Status().PID
+	if st, _, _ := ReadStatus(dir); st.State != Running || st.PID != pid || pid == 0 {
+		t.Fatalf("status file = %+v, want running pid %d", st, pid)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Wait(ctx); close(done) }()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after cancel")
+	}
+	if err := exec.Command("kill", "-0", itoa(pid)).Run(); err == nil {
+		t.Errorf("pid %d still alive after stop", pid)
+	}
+	if s.Status().Restarts != 0 {
+		t.Errorf("restarts = %d, want 0 (a stop is not a crash)", s.Status().Restarts)
+	}
+}
+
+func TestStartFailsForMissingBinary(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := New(Config{Command: []string{filepath.Join(dir, "no-such-python")}, LogPath: filepath.Join(dir, "l")})
+	if _, err := s.Start(); err == nil {
+		t.Fatal("Start of a missing binary: no error")
+	}
+}
+
+func TestCommandAndEnv(t *testing.T) {
+	got := strings.Join(Command("python3", "10.0.0.1:6379"), " ")
+	want := "python3 -m ray.scripts.scripts start --head --block --node-ip-address=10.0.0.1 --port=6379 --disable-usage-stats"
+	if got != want {
+		t.Errorf("Command = %q, want %q", got, want)
+	}
+	env := Env([]string{"PATH=/bin", "RAY_AUTH_MODE=disabled"}, Files{CA: "/s/ca.crt", Cert: "/s/c", Key: "/s/k", Token: "/s/t"})
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := m[k]; dup {
+			t.Errorf("%s twice in env", k)
+		}
+		m[k] = v
+	}
+	for k, v := range map[string]string{"PATH": "/bin", "RAY_AUTH_MODE": "token", "RAY_USE_TLS": "1", "RAY_TLS_CA_CERT": "/s/ca.crt",
+		"RAY_TLS_SERVER_CERT": "/s/c", "RAY_TLS_SERVER_KEY": "/s/k", "RAY_AUTH_TOKEN_PATH": "/s/t",
+		"RAY_CLOUD_INSTANCE_ID": InstanceID, "RAY_NODE_TYPE_NAME": NodeTypeName} {
+		if m[k] != v {
+			t.Errorf("env %s = %q, want %q", k, m[k], v)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

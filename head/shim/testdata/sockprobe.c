@@ -1,0 +1,99 @@
+/*
+ * sockprobe: a tiny C program that binds and connects as Ray's native
+ * processes do, through libc (so an LD_PRELOAD library sees the calls).
+ * Each op is four words: <tcp4|udp4|tcp6|udp6> <bind|listen|connect> IP PORT;
+ * "hold" waits until stdin closes. Per op it prints one line:
+ *   <n> ok <local ip>:<port> <peer ip>:<port>   or   <n> err <errno>
+ * and exits 1 after the first error. Sockets stay open until exit.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void show(int fd, int v6, int (*get)(int, struct sockaddr *, socklen_t *))
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	char ip[INET6_ADDRSTRLEN] = "-";
+	unsigned port = 0;
+	memset(&ss, 0, sizeof ss);
+	if (get(fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (v6) {
+			struct sockaddr_in6 *a = (void *)&ss;
+			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+			port = ntohs(a->sin6_port);
+		} else {
+			struct sockaddr_in *a = (void *)&ss;
+			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+			port = ntohs(a->sin_port);
+		}
+	}
+	printf(" %s:%u", ip, port);
+}
+
+static int op(int n, const char *kind, const char *what, const char *ip, const char *port)
+{
+	int v6 = kind[3] == '6', tcp = kind[0] == 't';
+	struct sockaddr_storage ss;
+	socklen_t len;
+	memset(&ss, 0, sizeof ss);
+	if (v6) {
+		struct sockaddr_in6 *a = (void *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((unsigned short)atoi(port));
+		if (inet_pton(AF_INET6, ip, &a->sin6_addr) != 1)
+			return printf("%d err bad-ip\n", n), 1;
+		len = sizeof *a;
+	} else {
+		struct sockaddr_in *a = (void *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons((unsigned short)atoi(port));
+		if (inet_pton(AF_INET, ip, &a->sin_addr) != 1)
+			return printf("%d err bad-ip\n", n), 1;
+		len = sizeof *a;
+	}
+	int fd = socket(v6 ? AF_INET6 : AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+	int one = 1, rc;
+	if (fd < 0)
+		return printf("%d err %s\n", n, strerrorname_np(errno)), 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (strcmp(what, "connect") == 0)
+		rc = connect(fd, (struct sockaddr *)&ss, len);
+	else
+		rc = bind(fd, (struct sockaddr *)&ss, len);
+	if (rc == 0 && strcmp(what, "listen") == 0)
+		rc = listen(fd, 16);
+	if (rc != 0)
+		return printf("%d err %s\n", n, strerrorname_np(errno)), 1;
+	printf("%d ok", n);
+	show(fd, v6, getsockname);
+	show(fd, v6, getpeername);
+	printf("\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1, n = 0; i < argc; n++) {
+		if (strcmp(argv[i], "hold") == 0) {
+			char c;
+			while (read(0, &c, 1) > 0)
+				;
+			i++;
+			continue;
+		}
+		if (i + 4 > argc)
+			return fprintf(stderr, "usage: sockprobe [KIND OP IP PORT | hold]...\n"), 2;
+		if (op(n, argv[i], argv[i + 1], argv[i + 2], argv[i + 3]))
+			return 1;
+		i += 4;
+	}
+	return 0;
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rayvast/rayvast/head/config"
+	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/statedir"
+)
+
+const upUsage = `usage: head up --config FILE [--state DIR] [--no-ray-head] [--down-on-exit] [flags]
+
+The whole cluster from one file (SPEC §8): makes the state dir when it is new
+(head init), starts the Ray head with the cluster's TLS files and token and
+keeps it running (unless --no-ray-head), then serves ports A and B with the
+provider the config's "provider" block names. Ctrl-C or SIGTERM stops serving
+and the Ray head; rentals stay until "head down --config FILE" unless
+--down-on-exit. The head's IP is the host of ray.head_address unless --ip.
+
+`
+
+type upFlags struct {
+	serve                        serveFlags
+	ip, python                   string
+	noRayHead, downOnExit, quiet bool
+}
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("head up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var u upFlags
+	f := &u.serve
+	fs.StringVar(&f.config, "config", "", "config file (JSON, SPEC §8) with its provider block")
+	fs.StringVar(&f.state, "state", "", "state dir (default: beside the config, NAME.state for NAME.json)")
+	fs.BoolVar(&u.noRayHead, "no-ray-head", false, "do not start a Ray head: one runs elsewhere at ray.head_address")
+	fs.BoolVar(&u.downOnExit, "down-on-exit", false, "on Ctrl-C/SIGTERM also end every rental (head down)")
+	fs.StringVar(&u.ip, "ip", "", "the head's IP as rentals reach it, for a new state dir (default: ray.head_address's host)")
+	fs.StringVar(&u.python, "python", "", "python of the Ray head (default: $PYTHON, else python3)")
+	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap (default: the one built into head)")
+	fs.StringVar(&f.shim, "shim", "", "Python file put first on Ray's PYTHONPATH (default: the built-in sitecustomize.py; none: no shim)")
+	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh of built-in rentals (default: the one built into head)")
+	fs.StringVar(&f.listenA, "listen-a", "", "port A address (default: HEAD_IP:8443)")
+	fs.StringVar(&f.listenB, "listen-b", "", "port B address (default: HEAD_IP:8444)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "level of the head's log (STATE/head.log; warnings also on stderr)")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B: on, off, or auto (on with the vast provider)")
+	fs.BoolVar(&u.quiet, "quiet", false, "no progress lines")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), upUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.config == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		fmt.Fprintf(stderr, "head up: %v\n", err)
+		return 2
+	}
+	out := stdout
+	if u.quiet {
+		out = io.Discard
+	}
+	return up(ctx, u, cfg, newProgress(out), stderr)
+}
+
+// defaultStateDir is the state dir of a config: NAME.state beside NAME.json.
+func defaultStateDir(cfgPath string) string {
+	base := strings.TrimSuffix(filepath.Base(cfgPath), filepath.Ext(cfgPath))
+	return filepath.Join(filepath.Dir(cfgPath), base+".state")
+}
+
+// up is head up after the flags: init, Ray head, serve. It returns the exit code.
+func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr io.Writer) int {
+	f := u.serve
+	f.provider = providerKind("", cfg)
+	if f.state == "" {
+		f.state = defaultStateDir(f.config)
+	}
+	fail := func(code int, format string, a ...any) int {
+		p.end()
+		fmt.Fprintf(stderr, "head up: "+format+"\n", a...)
+		return code
+	}
+	rayHost, _, _ := net.SplitHostPort(cfg.Ray.HeadAddress) // validated by config
+	if u.ip == "" {
+		u.ip = rayHost
+	}
+	if _, err := netip.ParseAddr(u.ip); err != nil {
+		return fail(2, "head IP %q: not an IP literal (ray.head_address's host, or --ip)", u.ip)
+	}
+	if err := ensureState(f.state, u.ip, cfg.Cluster, p); err != nil {
+		return fail(1, "%v", err)
+	}
+	st, err := statedir.Load(f.state)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if !u.noRayHead && st.HeadIP != rayHost {
+		// The Ray head runs beside the head: nodes reach both at one IP.
+		return fail(2, "ray.head_address %s: its host is not the state dir's head IP %s (use --no-ray-head for a Ray head elsewhere)", cfg.Ray.HeadAddress, st.HeadIP)
+	}
+	if f.listenA == "" {
+		f.listenA = net.JoinHostPort(st.HeadIP, "8443")
+	}
+	if f.listenB == "" {
+		f.listenB = net.JoinHostPort(st.HeadIP, "8444")
+	}
+	log, closeLog, err := upLog(st.Path("head.log"), f.logLevel, stderr)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer closeLog()
+
+	r := &upRun{u: u, f: f, cfg: cfg, st: st, p: p, log: log, stderr: stderr}
+	return r.run(ctx)
+}
+
+// upRun is one head up from the state dir on: the Ray head and serve.
+type upRun struct {
+	u      upFlags
+	f      serveFlags
+	cfg    *config.Config
+	st     *statedir.State
+	p      *progress
+	log    *slog.Logger
+	stderr io.Writer
+
+	rayDone  chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+	listened atomic.Bool   // serving got as far as its ports (past the state dir's lock)
+}
+
+func (r *upRun) run(ctx context.Context) int {
+	rayCtx, stopRay := context.WithCancel(context.Background())
+	defer stopRay()
+	// Serving ends when ctx does, but --down-on-exit first ends the
+	// candidates through the running head (its admin API), then stops it.
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	downCode := make(chan int, 1) // holds a code when the down ran
+	watcher := make(chan struct{})
+	go func() {
+		defer close(watcher)
+		select {
+		case <-ctx.Done():
+			if r.u.downOnExit && r.listened.Load() {
+				downCode <- downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
+			}
+			stopServe()
+		case <-serveCtx.Done():
+		}
+	}()
+	serveErr := serve(serveCtx, r.f, r.cfg, r.log, r.hooks(ctx, rayCtx))
+	stopServe()
+	<-watcher
+	stopRay()
+	if r.rayDone != nil {
+		<-r.rayDone
+	}
+	r.p.end()
+	if r.rayDone != nil {
+		r.p.step("Ray head: stopped")
+	}
+	code := 0
+	if serveErr != nil {
+		fmt.Fprintf(r.stderr, "head up: %v (log %s)\n", serveErr, r.st.Path("head.log"))
+		code = 1
+	}
+	if r.u.downOnExit {
+		var c int
+		select {
+		case c = <-downCode:
+		default:
+			// Serving ended by itself. Only a head that served ends the
+			// rentals: one refused (another head holds the state dir) must
+			// not end the running head's cluster.
+			if r.listened.Load() {
+				c = downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
+			}
+		}
+		if c != 0 && code == 0 {
+			code = c
+		}
+	} else if serveErr == nil {
+		r.p.step("stopped; rentals keep running until: head down --config %s", r.f.config)
+	}
+	return code
+}
+
+// hooks start the Ray head once the provider is open (a Docker network's
+// gateway exists to bind) and the progress once the ports listen.
+func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
+	return serveHooks{
+		provider: func(context.Context) error {
+			r.p.step("provider %s: ready", r.f.provider)
+			if r.u.noRayHead {
+				r.p.step("Ray head: run elsewhere, at %s (--no-ray-head)", r.cfg.Ray.HeadAddress)
+				return nil
+			}
+			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, r.log)
+			if err != nil {
+				return err
+			}
+			r.rayDone = make(chan struct{})
+			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
+			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			return nil
+		},
+		listening: func(a, b, sock string) {
+			r.listened.Store(true)
+			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
+			if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
+				r.log.Warn("autoscaler yaml", "err", err)
+			} else {
+				r.p.step("Ray autoscaler config: %s", path)
+			}
+			go r.p.watch(ctx, sock, r.st.Dir)
+		},
+	}
+}
+
+// downOnExit is head down for --down-on-exit.
+func downOnExit(state, cfgPath string, p *progress, stderr io.Writer) int {
+	p.step("--down-on-exit: ending every candidate and rental")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p.mu.Lock()
+	p.clearLive()
+	p.mu.Unlock()
+	return runDown(ctx, []string{"--state", state, "--config", cfgPath}, p.w, stderr)
+}
+
+// ensureState runs head init when dir has no state yet.
+func ensureState(dir, ip, cluster string, p *progress) error {
+	if _, err := statedir.Load(dir); err == nil {
+		p.step("state: %s (existing)", dir)
+		return nil
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("state dir %s: exists but holds no complete state (not made by head init?)", dir)
+	}
+	if err := statedir.Init(statedir.Options{Dir: dir, IP: ip, Cluster: cluster}); err != nil {
+		return err
+	}
+	p.step("state: made %s (cluster CA, head certificate for %s, cluster token)", dir, ip)
+	return nil
+}
+
+// upLog writes the head's full log to path and its warnings to stderr too.
+func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(levelName)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level: %w", err)
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("head log: %w", err)
+	}
+	h := slog.NewMultiHandler(slog.NewTextHandler(fh, &slog.HandlerOptions{Level: level}),
+		slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(h), func() { fh.Close() }, nil
+}
+
+// startRayHead writes (once) the Ray head's TLS and token files into
+// STATE/ray-head and starts its supervisor.
+func startRayHead(st *statedir.State, python, address string, log *slog.Logger) (*rayhead.Run, error) {
+	files, err := rayHeadFilesOnce(st, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if python == "" {
+		python = os.Getenv("PYTHON")
+	}
+	if python == "" {
+		python = "python3"
+	}
+	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address),
+		Env:     rayhead.Env(os.Environ(), rayhead.Files{CA: files.ca, Cert: files.cert, Key: files.key, Token: files.token}),
+		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
+		Log: log.With("part", "ray-head")})
+	if err != nil {
+		return nil, err
+	}
+	return sup.Start()
+}
+
+// rayHeadFilesOnce is head ray-head-cert into STATE/ray-head, reusing the
+// files of an earlier run unless the certificate ends within renewBefore.
+func rayHeadFilesOnce(st *statedir.State, now time.Time) (rayHeadFiles, error) {
+	dir := st.Path("ray-head")
+	f := rayHeadFiles{ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "ray-head.crt"),
+		key: filepath.Join(dir, "ray-head.key"), token: filepath.Join(dir, "cluster_token")}
+	have := 0
+	for _, p := range []string{f.ca, f.cert, f.key, f.token} {
+		if _, err := os.Stat(p); err == nil {
+			have++
+		}
+	}
+	if have == 4 {
+		if !certEndsBefore(f.cert, now.Add(renewBefore)) {
+			return f, nil
+		}
+		for _, p := range []string{f.ca, f.cert, f.key, f.token} {
+			if err := os.Remove(p); err != nil {
+				return f, fmt.Errorf("renew ray head files: %w", err)
+			}
+		}
+		have = 0
+	}
+	if have > 0 {
+		return f, fmt.Errorf("ray head files: %s is incomplete; remove it to have it made again", dir)
+	}
+	ip, err := netip.ParseAddr(st.HeadIP)
+	if err != nil {
+		return f, fmt.Errorf("state head IP %q: %w", st.HeadIP, err)
+	}
+	return writeRayHeadFiles(st, ip, dir, now)
+}
+
+// renewBefore is how long before its end the Ray head's certificate is
+// issued again at a head up (it lasts pki.NodeLifetime).
+const renewBefore = 30 * 24 * time.Hour
+
+// certEndsBefore reports whether the PEM certificate at path ends before t
+// (an unreadable one does: it is made again).
+func certEndsBefore(path string, t time.Time) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return true
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return true
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	return err != nil || c.NotAfter.Before(t)
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/adminclient"
+	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/syncbuf"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+func upConfig(t *testing.T, dir, headAddr string) string {
+	t.Helper()
+	p := filepath.Join(dir, "cluster.json")
+	cfg := `{"cluster":"uptest","ray":{"head_address":"` + headAddr + `"},
+	 "node_types":{"cpu":{"gpus":0,"max_workers":2,"resources":{},"labels":{}}},
+	 "guest_api":{},"provider":{"kind":"none"}}`
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// rayAddr is a free loopback port for the stand-in Ray head's GCS, from the
+// ephemeral range: Ray refuses a GCS port inside its worker ports
+// (10002-19999 by default), as the stand-in does.
+func rayAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// needFakeray points head up's Ray head at the stand-in ray package.
+func needFakeray(t *testing.T, record string) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 not found")
+		}
+		t.Skip("SKIPPING: python3 not found (the stand-in Ray head is Python)")
+	}
+	fr, _ := filepath.Abs("../test/fakeray")
+	t.Setenv("PYTHONPATH", fr)
+	t.Setenv("FAKERAY_RECORD", record)
+}
+
+type upProc struct {
+	out, errOut *syncbuf.Buffer
+	cancel      context.CancelFunc
+	code        chan int
+}
+
+func startUp(t *testing.T, args ...string) *upProc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &upProc{out: &syncbuf.Buffer{}, errOut: &syncbuf.Buffer{}, cancel: cancel, code: make(chan int, 1)}
+	go func() { r.code <- run(ctx, append([]string{"up"}, args...), r.out, r.errOut) }()
+	t.Cleanup(cancel)
+	return r
+}
+
+func (r *upProc) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		select {
+		case c := <-r.code:
+			t.Fatalf("head up exited %d waiting for %s:\n%s\n%s", c, what, r.out.String(), r.errOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s:\n%s\n%s", what, r.out.String(), r.errOut.String())
+		}
+	}
+}
+
+func (r *upProc) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	select {
+	case c := <-r.code:
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatalf("head up did not stop:\n%s", r.out.String())
+		return -1
+	}
+}
+
+type fakerayRecord struct {
+	Argv   []string          `json:"argv"`
+	Env    map[string]string `json:"env"`
+	Signal int               `json:"signal"`
+}
+
+func readFakeray(t *testing.T, path string) (fakerayRecord, bool) {
+	var r fakerayRecord
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, false
+	}
+	return r, json.Unmarshal(b, &r) == nil
+}
+
+// TestUp: a new state dir is made beside the config, the Ray head starts
+// with the cluster's TLS files and token, the ports serve, Ctrl-C stops
+// both and leaves the candidates; a second run reuses the state and, with
+// --down-on-exit, ends them.
+func TestUp(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "ray-record.json")
+	needFakeray(t, record)
+	addr := rayAddr(t)
+	cfg := upConfig(t, dir, addr)
+	state := filepath.Join(dir, "cluster.state")
+	args := []string{"--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0"}
+
+	r := startUp(t, args...)
+	r.waitFor(t, "the Ray head", func() bool { _, ok := readFakeray(t, record); return ok })
+	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
+	rec, _ := readFakeray(t, record)
+	if got := strings.Join(rec.Argv, " "); got != "start --head --block --node-ip-address=127.0.0.1 --port="+addr[len("127.0.0.1:"):]+" --disable-usage-stats" {
+		t.Errorf("Ray head argv %q", got)
+	}
+	tok, _ := os.ReadFile(rec.Env["RAY_AUTH_TOKEN_PATH"])
+	secrets, _ := os.ReadFile(filepath.Join(state, "secrets.json"))
+	if len(tok) == 0 || !bytes.Contains(secrets, tok) {
+		t.Errorf("RAY_AUTH_TOKEN_PATH %s does not hold the cluster token", rec.Env["RAY_AUTH_TOKEN_PATH"])
+	}
+	if rec.Env["RAY_USE_TLS"] != "1" || rec.Env["RAY_CLOUD_INSTANCE_ID"] != rayhead.InstanceID || rec.Env["RAY_NODE_TYPE_NAME"] != rayhead.NodeTypeName {
+		t.Errorf("Ray head env: %v", rec.Env)
+	}
+	admin := adminclient.Unix(filepath.Join(state, "admin.sock"), 5*time.Second)
+	var created wire.CandidateCreated
+	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &created, http.StatusCreated); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "the candidate's line", func() bool { return strings.Contains(r.out.String(), "rental "+created.CandidateID+" (cpu): pending") })
+	var st bytes.Buffer
+	if code := run(context.Background(), []string{"status", "--state", state}, &st, &st); code != 0 || !strings.Contains(st.String(), "RAY HEAD  "+addr+"  running") {
+		t.Errorf("head status (exit %d) lacks the Ray head:\n%s", code, st.String())
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("head up exit %d, want 0:\n%s", code, r.errOut.String())
+	}
+	if rec, _ := readFakeray(t, record); rec.Signal == 0 {
+		t.Error("the Ray head was not stopped by a signal")
+	}
+	if s, _, _ := rayhead.ReadStatus(state); s.State != rayhead.Stopped {
+		t.Errorf("Ray head state %q after exit, want stopped", s.State)
+	}
+	for _, want := range []string{"state: made " + state, "Ray head: running at " + addr, "listening: port A 127.0.0.1:",
+		"rental " + created.CandidateID + " (cpu): pending", "Ray head: stopped", "rentals keep running until: head down --config"} {
+		if !strings.Contains(r.out.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, r.out.String())
+		}
+	}
+
+	// Again, with --down-on-exit: the state is reused, the candidate ended.
+	r = startUp(t, append(args, "--down-on-exit")...)
+	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("head up --down-on-exit exit %d:\n%s", code, r.errOut.String())
+	}
+	if !strings.Contains(r.out.String(), "state: "+state+" (existing)") || !strings.Contains(r.out.String(), "candidates ended: 1") {
+		t.Errorf("second run:\n%s", r.out.String())
+	}
+}
+
+func TestUpRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cfg := upConfig(t, dir, "127.0.0.1:16379")
+	state := filepath.Join(dir, "other.state")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"init", "--state", state, "--ip", "127.0.0.2"}, &out, &errb); code != 0 {
+		t.Fatal(errb.String())
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"ray":{"head_address":"127.0.0.1:1"},"node_types":{"x":{"gpus":0,"max_workers":1,"resources":{},"labels":{}}},"guest_api":{},"provider":{"kind":"aws"}}`), 0o600)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no config", nil, "usage: head up"},
+		{"invalid config", []string{"--config", bad}, `provider.kind: "aws"`},
+		{"Ray head not on the head's IP", []string{"--config", cfg, "--state", state}, "not the state dir's head IP 127.0.0.2"},
+		{"bad --ip", []string{"--config", cfg, "--ip", "localhost"}, "not an IP literal"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), append([]string{"up"}, c.args...), &out, &errb)
+			if code != 2 || !strings.Contains(errb.String(), c.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, errb.String(), c.want)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, _ := os.ReadFile(os.Args[0])
+	sum := sha256.Sum256(b)
+	if !strings.Contains(out.String(), "head sha256:  "+hex.EncodeToString(sum[:])) || !strings.Contains(out.String(), "agent sha256: ") {
+		t.Errorf("head version:\n%s", out.String())
+	}
+}
+
+// TestUpNoRayHead: --no-ray-head starts no Ray head; the nodes join the
+// one at ray.head_address.
+func TestUpNoRayHead(t *testing.T) {
+	dir := t.TempDir()
+	cfg := upConfig(t, dir, "198.51.100.9:6379")
+	t.Setenv("PYTHON", filepath.Join(dir, "no-python")) // would fail if it were run
+	r := startUp(t, "--config", cfg, "--no-ray-head", "--ip", "127.0.0.1", "--agent", os.Args[0],
+		"--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0")
+	r.waitFor(t, "listening", func() bool { return strings.Contains(r.out.String(), "listening: port A") })
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, r.errOut.String())
+	}
+	if !strings.Contains(r.out.String(), "Ray head: run elsewhere, at 198.51.100.9:6379 (--no-ray-head)") {
+		t.Errorf("progress:\n%s", r.out.String())
+	}
+	if _, ok, _ := rayhead.ReadStatus(filepath.Join(dir, "cluster.state")); ok {
+		t.Error("a Ray head state file with --no-ray-head")
+	}
+}
+
+// TestRayHeadFilesRenewed: an earlier run's files are reused until the
+// certificate nears its end, then made again.
+func TestRayHeadFilesRenewed(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"init", "--state", dir + "/s", "--ip", "127.0.0.1"}, &out, &errb); code != 0 {
+		t.Fatal(errb.String())
+	}
+	st, err := statedir.Load(dir + "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	old := now.Add(-pki.NodeLifetime + 10*24*time.Hour) // ends in 10 days
+	f, err := rayHeadFilesOnce(st, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(f.cert)
+	again, err := rayHeadFilesOnce(st, old)
+	if b, _ := os.ReadFile(again.cert); err != nil || !bytes.Equal(b, first) {
+		t.Errorf("a fresh certificate was not reused (%v)", err)
+	}
+	renewed, err := rayHeadFilesOnce(st, now)
+	if b, _ := os.ReadFile(renewed.cert); err != nil || bytes.Equal(b, first) || certEndsBefore(renewed.cert, now.Add(renewBefore)) {
+		t.Errorf("a certificate ending in 10 days was not renewed (%v)", err)
+	}
+}
+
+// TestUpSecondOnSameState: a second head up on a state dir a head serves
+// exits 1 (the state dir's lock) and, even with --down-on-exit, ends
+// nothing of the running head's cluster.
+func TestUpSecondOnSameState(t *testing.T) {
+	dir := t.TempDir()
+	needFakeray(t, filepath.Join(dir, "ray-record.json"))
+	cfg := upConfig(t, dir, rayAddr(t))
+	args := []string{"--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0"}
+	first := startUp(t, args...)
+	first.waitFor(t, "the live summary", func() bool { return strings.Contains(first.out.String(), "Ray head: running") })
+	admin := adminclient.Unix(filepath.Join(dir, "cluster.state", "admin.sock"), 5*time.Second)
+	var created wire.CandidateCreated
+	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &created, http.StatusCreated); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append([]string{"up", "--down-on-exit"}, args...), &out, &errb); code != 1 {
+		t.Errorf("second head up: exit %d, want 1\n%s", code, errb.String())
+	}
+	var c wire.Candidate
+	if err := admin.Do(context.Background(), http.MethodGet, "/v1/candidates/"+created.CandidateID, nil, &c, http.StatusOK); err != nil || c.State == wire.StateEnded {
+		t.Errorf("the running head's candidate after a refused second up: %+v %v", c, err)
+	}
+	if code := first.stop(t); code != 0 {
+		t.Errorf("first head up exit %d", code)
+	}
+}

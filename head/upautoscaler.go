@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/rayvast/rayvast/head/config"
+	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/statedir"
+)
+
+// AutoscalerFile is the Ray cluster config head up writes into the state
+// dir for `ray start --head --autoscaling-config=…` or `ray up`.
+const AutoscalerFile = "autoscaler.yaml"
+
+// autoscalerConfig is the Ray cluster config of this cluster for the
+// rayvast plugin (tools/autoscaler). Every key Ray's v1 StandardAutoscaler
+// indexes directly is present (it reads the YAML raw), the head has a node
+// type (v2 validates that), no node is ever reached by SSH
+// (disable_node_updaters) and a monitor restart does not end every node as
+// outdated (disable_launch_config_check). tools/autoscaler's test validates
+// the result against Ray's ray-schema.json.
+func autoscalerConfig(cluster, sock, headIP string, cfg *config.Config) map[string]any {
+	types := map[string]any{
+		rayhead.NodeTypeName: map[string]any{"node_config": map[string]any{}, "resources": map[string]int{},
+			"min_workers": 0, "max_workers": 0},
+	}
+	total := 0
+	names := make([]string, 0, len(cfg.NodeTypes))
+	for n := range cfg.NodeTypes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t := cfg.NodeTypes[n]
+		res := map[string]int{}
+		for k, v := range t.Resources {
+			res[k] = int(v) // Ray's schema: integers (config validation refuses others)
+		}
+		if t.GPUs > 0 {
+			res["GPU"] = t.GPUs
+		}
+		if t.CPUs > 0 {
+			res["CPU"] = t.CPUs
+		}
+		labels := map[string]string{}
+		for k, v := range t.Labels {
+			labels[k] = v
+		}
+		types[n] = map[string]any{"node_config": map[string]any{}, "resources": res, "labels": labels,
+			"min_workers": t.MinWorkers, "max_workers": t.MaxWorkers}
+		total += t.MaxWorkers
+	}
+	return map[string]any{
+		"cluster_name":         cluster,
+		"max_workers":          total,
+		"upscaling_speed":      1.0,
+		"idle_timeout_minutes": 5,
+		"provider": map[string]any{
+			"type": "external", "module": "rayvast_autoscaler.RayvastNodeProvider",
+			"admin_socket": sock, "head_ip": headIP,
+			"disable_node_updaters": true, "disable_launch_config_check": true,
+		},
+		"auth":                          map[string]any{"ssh_user": "root"}, // indexed by v1; no SSH is used
+		"available_node_types":          types,
+		"head_node_type":                rayhead.NodeTypeName,
+		"file_mounts":                   map[string]any{},
+		"cluster_synced_files":          []string{},
+		"file_mounts_sync_continuously": false,
+		"rsync_exclude":                 []string{},
+		"rsync_filter":                  []string{},
+		"initialization_commands":       []string{},
+		"setup_commands":                []string{},
+		"head_setup_commands":           []string{},
+		"worker_setup_commands":         []string{},
+		"head_start_ray_commands":       []string{},
+		"worker_start_ray_commands":     []string{},
+	}
+}
+
+// writeAutoscalerYAML writes STATE/autoscaler.yaml (JSON is YAML: Ray's
+// yaml.safe_load reads it) and returns its path.
+func writeAutoscalerYAML(st *statedir.State, cfg *config.Config, sock string) (string, error) {
+	cluster := cfg.Cluster
+	if cluster == "" {
+		cluster = st.Cluster
+	}
+	b, err := json.MarshalIndent(autoscalerConfig(cluster, sock, st.HeadIP, cfg), "", "  ")
+	if err != nil {
+		return "", err
+	}
+	head := "# Ray cluster config of rayvast cluster " + cluster + ", written by head up.\n" +
+		"# Put tools/autoscaler on the Ray head's PYTHONPATH; see tools/autoscaler/example.yaml.\n"
+	path := st.Path(AutoscalerFile)
+	if err := os.WriteFile(path, append([]byte(head), append(b, '\n')...), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, nil
+}
