@@ -64,7 +64,7 @@ func TestVastFlow(t *testing.T) {
 	f := openFlow(ctx, t, "e2e", time.Minute)
 	offers := fakevast.DefaultOffers(6)
 	offers[0].Unsafe = true // the cheapest host keeps NET_RAW: its candidate must fail and be replaced
-	f.serveFake(ctx, fakevast.Config{Key: e2eKey, Offers: offers, StartDelay: 2 * time.Second, MinInterval: 50 * time.Millisecond})
+	f.setup(ctx, f.serveFake(fakevast.Config{Key: e2eKey, Offers: offers, StartDelay: 2 * time.Second, MinInterval: 50 * time.Millisecond}), f.img)
 
 	// 1. Rent and enroll min_workers, replacing the unsafe host's candidate.
 	f.start()
@@ -197,14 +197,14 @@ func openFlow(ctx context.Context, t *testing.T, name string, cleanup time.Durat
 }
 
 // serveFake serves the fake vast API (cfg with the flow's backend and log)
-// until the test ends, and writes the head's config for it.
-func (f *flow) serveFake(ctx context.Context, cfg fakevast.Config) {
+// until the test ends, and returns its URL.
+func (f *flow) serveFake(cfg fakevast.Config) string {
 	cfg.Backend, cfg.Log = f.be, slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")
 	f.fake = fakevast.New(cfg)
 	api := httptest.NewServer(f.fake.Handler())
 	f.t.Cleanup(api.Close)
 	f.gw = f.be.Gateway().String()
-	f.setup(ctx, api.URL, f.img)
+	return api.URL
 }
 
 func (f *flow) build(ctx context.Context) {

@@ -34,7 +34,7 @@ func TestVastLoad(t *testing.T) {
 	f := openFlow(ctx, t, "load", 2*time.Minute)
 	f.min, f.max = n, n
 	// vast's real limits (the default), one destroy refused.
-	f.serveFake(ctx, fakevast.Config{Key: e2eKey, Offers: fakevast.DefaultOffers(n + 10), StartDelay: 2 * time.Second, RefuseDestroys: 1})
+	f.setup(ctx, f.serveFake(fakevast.Config{Key: e2eKey, Offers: fakevast.DefaultOffers(n + 10), StartDelay: 2 * time.Second, RefuseDestroys: 1}), f.img)
 
 	start := time.Now()
 	f.start()

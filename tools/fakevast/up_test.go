@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +12,8 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
-	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
-	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
@@ -27,40 +24,11 @@ import (
 // enroll; Ctrl-C stops the head and the Ray head and leaves the rentals;
 // `head down --config` ends them.
 func TestUpVast(t *testing.T) {
-	if os.Geteuid() != 0 {
-		e2eSkip(t, "not root: head up runs Docker containers and nftables")
-	}
-	eng := dockerengine.New("")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	if _, err := eng.Version(ctx); err != nil {
-		e2eSkip(t, "no Docker Engine: "+err.Error())
-	}
-	repo, _ := filepath.Abs("../..")
-	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("up%d", os.Getpid()), logs: &syncBuf{}}
-	f.build(ctx)
-	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = fakevast.Cleanup(ctx, eng, f.name)
-	be, err := fakevast.OpenDocker(ctx, fakevast.DockerConfig{Engine: eng, Name: f.name, Image: img})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := fakevast.Cleanup(c, eng, f.name); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-		be.Close()
-	})
-	f.fake = fakevast.New(fakevast.Config{Key: e2eKey, Offers: fakevast.DefaultOffers(4), StartDelay: time.Second,
-		MinInterval: 50 * time.Millisecond, Backend: be, Log: slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")})
-	api := httptest.NewServer(f.fake.Handler())
-	defer api.Close()
-	f.gw = be.Gateway().String()
+	f := openFlow(ctx, t, "up", time.Minute)
+	repo, img := f.repo, f.img
+	apiURL := f.serveFake(fakevast.Config{Key: e2eKey, Offers: fakevast.DefaultOffers(4), StartDelay: time.Second, MinInterval: 50 * time.Millisecond})
 
 	dir := t.TempDir()
 	f.cfg, f.state = filepath.Join(dir, "cluster.json"), filepath.Join(dir, "cluster.state")
@@ -68,7 +36,7 @@ func TestUpVast(t *testing.T) {
 		"node_types":{"cpu":{"gpus":0,"min_workers":2,"max_workers":2,"resources":{},"labels":{}}},
 		"guest_api":{},
 		"provider":{"kind":"vast","base_url":%q,"image":%q,"node_types":{"cpu":{"gpu_name":"fake-cpu","max_dph":1}}},
-		"max_dph_total":5}`, f.name, f.gw, api.URL, img)
+		"max_dph_total":5}`, f.name, f.gw, apiURL, img)
 	if err := os.WriteFile(f.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +45,7 @@ func TestUpVast(t *testing.T) {
 	cmd := exec.Command(f.head, "up", "--config", f.cfg, "--agent", f.agent,
 		"--listen-a", fmt.Sprintf("%s:%d", f.gw, freePort(t, f.gw)), "--listen-b", fmt.Sprintf("%s:%d", f.gw, freePort(t, f.gw)))
 	cmd.Env = f.env
-	out := &syncBuf{}
+	out := &rvtest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
