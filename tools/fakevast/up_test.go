@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
-	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
@@ -54,7 +53,7 @@ func TestUpVast(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = firewall.Remove(context.Background(), reconcile.TableForStateDir(f.state), nil)
+		_ = firewall.Remove(context.Background(), firewall.TableForStateDir(f.state), nil)
 		t.Logf("head up output:\n%s", out.String())
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(f.state, "head.log"))
