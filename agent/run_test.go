@@ -19,7 +19,7 @@ import (
 
 	"github.com/rayvast/rayvast/agent/internal/enrolltest"
 	"github.com/rayvast/rayvast/internal/pki"
-	"github.com/rayvast/rayvast/internal/testport"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -85,7 +85,7 @@ const testToken = "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80"
 func agentCmd(t *testing.T, h *fakeHead, caSum string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	ports := make([]string, wire.PortCount)
-	for i, p := range testport.Free(t, "", wire.PortCount) { // the agent listens on all addresses
+	for i, p := range rvtest.FreePorts(t, "", wire.PortCount) { // the agent listens on all addresses
 		ports[i] = fmt.Sprint(p)
 	}
 	cmd := exec.Command(os.Args[0])

@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -255,12 +256,8 @@ func TestStoppedHeadLosesNoNode(t *testing.T) {
 	heartbeat(t, hb, baseB, "s-1", 2)
 	// Silence while the head runs is still noticed: 3 intervals → lost,
 	// and handed to the (external) provider to destroy.
-	deadline := time.Now().Add(10 * time.Second)
-	for h.state_(t, adm, c.CandidateID).Reason != "lost" {
-		if time.Now().After(deadline) {
-			t.Fatal("a node silent while the head ran was not lost within 10 s")
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !rvtest.Until(10*time.Second, func() bool { return h.state_(t, adm, c.CandidateID).Reason == "lost" }) {
+		t.Fatal("a node silent while the head ran was not lost within 10 s")
 	}
 	h.p.stop(t)
 }

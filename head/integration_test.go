@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,7 @@ import (
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/pki"
-	"github.com/rayvast/rayvast/internal/testport"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -38,19 +39,14 @@ type headProc struct {
 
 func buildHead(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "head")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return rvtest.Build(t, t.TempDir(), "./head")
 }
 
 // freeAddr is a loopback address the head binds next, from outside the
 // ephemeral range so no connection takes it meanwhile.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	return testport.Addr(t, "127.0.0.1")
+	return rvtest.FreeAddr(t, "127.0.0.1")
 }
 
 func startServe(t *testing.T, bin string, args []string, logPath string) *headProc {
@@ -106,19 +102,20 @@ func adminDo(t *testing.T, c *http.Client, method, path string, in, out any) int
 
 func waitAdmin(t *testing.T, c *http.Client, p *headProc) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	rvtest.WaitFor(t, 30*time.Second, func() error {
 		select {
 		case <-p.done:
 			t.Fatalf("head serve exited: %v", p.cmd.ProcessState)
 		default:
 		}
 		req, _ := http.NewRequest("GET", "http://head/v1/candidates", nil)
-		if resp, err := c.Do(req); err == nil {
-			resp.Body.Close()
-			return
+		resp, err := c.Do(req)
+		if err != nil {
+			return fmt.Errorf("admin socket did not answer: %w", err)
 		}
-	}
-	t.Fatal("admin socket did not answer")
+		resp.Body.Close()
+		return nil
+	})
 }
 
 // TestHeadBinary runs the real binary: init, serve, create candidates over

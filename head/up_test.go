@@ -19,7 +19,7 @@ import (
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/pki"
-	"github.com/rayvast/rayvast/internal/syncbuf"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -63,7 +63,7 @@ func needFakeray(t *testing.T, record string) {
 }
 
 type upProc struct {
-	out, errOut *syncbuf.Buffer
+	out, errOut *rvtest.Buffer
 	cancel      context.CancelFunc
 	code        chan int
 }
@@ -71,7 +71,7 @@ type upProc struct {
 func startUp(t *testing.T, args ...string) *upProc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &upProc{out: &syncbuf.Buffer{}, errOut: &syncbuf.Buffer{}, cancel: cancel, code: make(chan int, 1)}
+	r := &upProc{out: &rvtest.Buffer{}, errOut: &rvtest.Buffer{}, cancel: cancel, code: make(chan int, 1)}
 	go func() { r.code <- run(ctx, append([]string{"up"}, args...), r.out, r.errOut) }()
 	t.Cleanup(cancel)
 	return r

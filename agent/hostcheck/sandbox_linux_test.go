@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -57,27 +58,6 @@ func TestSandboxChild(t *testing.T) {
 	}
 	b, _ := json.Marshal(res)
 	fmt.Printf("\n%s%s\n", childMarker, b)
-}
-
-// needRoot skips loudly unless root with the tools, and fails when CI=true.
-func needRoot(t *testing.T, tools ...string) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil && why == "" {
-			why = tool + " not installed (apt: libcap2-bin for capsh, util-linux for unshare, iproute2 for ip)"
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but this sandbox test cannot run: %s", why)
-	}
-	t.Skipf("SKIP!!! sandbox test needs root and %v: %s", tools, why)
 }
 
 // runChild runs the child body for mode under the argv prefix (e.g.
@@ -124,7 +104,7 @@ func shScript(script string) []string {
 // when that netns is provably the initial one (this machine may itself be
 // a container, in which case its netns is not "the host's").
 func TestSandboxNetns(t *testing.T) {
-	needRoot(t, "unshare")
+	rvtest.NeedRoot(t, "unshare")
 	parent, err := readNsInode("/proc/self/ns/net", "net")
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +134,7 @@ func TestSandboxNetns(t *testing.T) {
 // proves the interface signal reads the live /proc/net/dev; on a kernel
 // that fixes the initial inode the inode proof still passes it.
 func TestSandboxNetnsInterfaces(t *testing.T) {
-	needRoot(t, "unshare", "ip")
+	rvtest.NeedRoot(t, "unshare", "ip")
 	prefix := append([]string{"unshare", "-n", "-m"}, shScript("ip link add docker0 type bridge")...)
 	res := runChild(t, "netns", prefix...)
 	if !strings.Contains(res.Check.Detail, "container plumbing docker0") {
@@ -168,7 +148,7 @@ func TestSandboxNetnsInterfaces(t *testing.T) {
 
 // TestSandboxShm: a private empty tmpfs on /dev/shm passes; one file fails.
 func TestSandboxShm(t *testing.T) {
-	needRoot(t, "unshare", "mount")
+	rvtest.NeedRoot(t, "unshare", "mount")
 	prefix := append([]string{"unshare", "-m"}, shScript("mount -t tmpfs -o size=1m,mode=1777 rayvast-shm /dev/shm")...)
 	if res := runChild(t, "shm", prefix...); !res.Check.OK {
 		t.Errorf("empty private /dev/shm: got %+v, want ok", res.Check)
@@ -187,7 +167,7 @@ func TestSandboxShm(t *testing.T) {
 // passes with both sources; dropping one fails naming only the other; the
 // test's own full root fails.
 func TestSandboxCapabilities(t *testing.T) {
-	needRoot(t, "capsh", "bash")
+	rvtest.NeedRoot(t, "capsh", "bash")
 	dropped := runChild(t, "capabilities", "capsh", "--drop=cap_net_raw,cap_net_admin", "--", "-c", `exec "$0" "$@"`)
 	if !dropped.Check.OK || !strings.Contains(dropped.Check.Detail, "(status+capget)") {
 		t.Errorf("both dropped: got %+v, want ok from status and capget", dropped.Check)
@@ -202,10 +182,7 @@ func TestSandboxCapabilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(own.held()) == 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but the test holds neither capability, so full root cannot be shown failing")
-		}
-		t.Skipf("SKIP!!! part: the test holds neither capability, so full root cannot be shown failing")
+		rvtest.Need(t, "the test holds neither capability, so full root cannot be shown failing")
 	}
 	full := runChild(t, "capabilities")
 	if full.Check.OK || full.Check.Detail != strings.Join(own.held(), "; ") {

@@ -20,15 +20,12 @@ import (
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/ratelimit"
 	"github.com/rayvast/rayvast/head/registry"
-	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/portcheck"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
-	"github.com/rayvast/rayvast/internal/syncbuf"
 	"github.com/rayvast/rayvast/internal/wire"
 )
-
-type clock = fakeclock.Clock
 
 // testHead is port A on 127.0.0.1 with real TLS and a real port check.
 type testHead struct {
@@ -36,13 +33,11 @@ type testHead struct {
 	ca        *pki.CA
 	reg       *registry.Registry
 	block     *blocklist.List
-	clk       *clock
-	logs      *syncBuf
+	clk       *rvtest.Clock
+	logs      *rvtest.Buffer
 	mu        sync.Mutex
 	destroyed map[string]string // candidate -> reason
 }
-
-type syncBuf = syncbuf.Buffer
 
 var nodeTypes = map[string]wire.NodeType{
 	"gpu1":  {GPUs: 1, MaxWorkers: 8, Resources: map[string]float64{"a100": 1}, Labels: map[string]string{"zone": "x"}},
@@ -60,7 +55,7 @@ func newHead(t testing.TB) *testHead { return newHeadAt(t, "") }
 
 // newHeadAt keeps the registry at statePath ("" = in memory).
 func newHeadAt(t testing.TB, statePath string) *testHead {
-	clk := fakeclock.New(time.Now())
+	clk := rvtest.NewClock(time.Now())
 	ca, _, err := pki.NewCA(nil, "test", clk.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +68,7 @@ func newHeadAt(t testing.TB, statePath string) *testHead {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &testHead{ca: ca, reg: reg, clk: clk, block: blocklist.New(clk.Now), logs: &syncBuf{}, destroyed: map[string]string{}}
+	h := &testHead{ca: ca, reg: reg, clk: clk, block: blocklist.New(clk.Now), logs: &rvtest.Buffer{}, destroyed: map[string]string{}}
 	s := New(Config{
 		Registry: reg, Blocklist: h.block, Limiter: ratelimit.New(10, time.Minute, clk.Now),
 		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {

@@ -13,24 +13,22 @@ import (
 
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
 	"github.com/rayvast/rayvast/head/registry"
-	"github.com/rayvast/rayvast/internal/fakeclock"
 	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
-
-type clock = fakeclock.Clock
 
 type portB struct {
 	url string
 	ca  *pki.CA
 	reg *registry.Registry
 	srv *Server
-	clk *clock
+	clk *rvtest.Clock
 }
 
 func newPortB(t testing.TB) *portB {
-	clk := fakeclock.New(time.Now())
+	clk := rvtest.NewClock(time.Now())
 	ca, _, err := pki.NewCA(nil, "test", clk.Now())
 	if err != nil {
 		t.Fatal(err)

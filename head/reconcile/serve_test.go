@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -24,10 +25,7 @@ func TestStartServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(reg.Candidates()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	rvtest.Until(10*time.Second, func() bool { return len(reg.Candidates()) >= 2 })
 	stop()
 	if n := len(reg.Candidates()); n != 2 || len(rr.rented) != 2 {
 		t.Errorf("candidates %d, rented %d; want 2 and 2", n, len(rr.rented))

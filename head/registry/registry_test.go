@@ -10,15 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/fakeclock"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-type clock = fakeclock.Clock
-
-func newClock() *clock { return fakeclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
-func open(t *testing.T, path string, c *clock) *Registry {
+func newClock() *rvtest.Clock { return rvtest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) }
+func open(t *testing.T, path string, c *rvtest.Clock) *Registry {
 	t.Helper()
 	r, err := Open(Config{Path: path, Now: c.Now})
 	if err != nil {

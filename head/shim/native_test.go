@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rayvast/rayvast/internal/testport"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // TestNativeReproducible: two builds from sources in two different dirs
@@ -94,7 +94,7 @@ func TestNativeLoadsOnOldGlibc(t *testing.T) {
 // sent); TCP connects go only to the loopback listener.
 func TestNativeRewrites(t *testing.T) {
 	lib, probe := buildNative(t, "native"), buildProbe(t)
-	ports := testport.Free(t, "127.0.0.1", 2)
+	ports := rvtest.FreePorts(t, "127.0.0.1", 2)
 	own, other := ports[0], ports[1]
 	rules := fmt.Sprintf("203.0.113.7 127.0.0.1 %d,40000-40002", own)
 	p := func(n int) string { return fmt.Sprint(n) }

@@ -7,39 +7,26 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // engine returns a client for the local Docker Engine, or skips (fails when
 // CI=true) when there is none.
 func engine(t *testing.T) *Client {
 	t.Helper()
-	c := New("")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := c.Version(ctx); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Docker Engine needed in CI: %v", err)
-		}
-		t.Skipf("SKIP: no Docker Engine at %s (%v): these tests need root and Docker", DefaultSocket, err)
-	}
-	return c
+	rvtest.NeedDocker(t)
+	return New("")
 }
 
 // helperImage builds testdata/helper statically and imports it as a
 // one-file image; removed at cleanup.
 func helperImage(t *testing.T, c *Client) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "helper")
-	cmd := exec.Command("go", "build", "-o", bin, "./testdata/helper")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build helper: %v\n%s", err, out)
-	}
+	bin := rvtest.Build(t, t.TempDir(), "./internal/dockerengine/testdata/helper")
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rayvast/rayvast/agent/raylaunch"
 	"github.com/rayvast/rayvast/head/shim"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -283,20 +284,19 @@ func readRecord(t *testing.T, path string) fakeRecord {
 // waitRecord waits for fakeray's record: Ray runs.
 func (f *flow) waitRecord(limit time.Duration) fakeRecord {
 	f.t.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(f.record); err == nil {
-			return readRecord(f.t, f.record)
-		}
+	if !rvtest.Until(limit, func() bool {
 		select {
 		case err := <-f.exited:
 			f.exitSeen, f.exitErr = true, err
 			f.t.Fatalf("the candidate exited before Ray started: %v", err)
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
+		_, err := os.Stat(f.record)
+		return err == nil
+	}) {
+		f.t.Fatalf("no fakeray record after %v", limit)
 	}
-	f.t.Fatalf("no fakeray record after %v", limit)
-	return fakeRecord{}
+	return readRecord(f.t, f.record)
 }
 
 // onlyChild waits for pid to have exactly one child and returns it.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/whoami"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -18,7 +19,7 @@ import (
 // sandbox and fails on the bare host (host netns, NET_RAW/NET_ADMIN held),
 // printing the checks as JSON either way.
 func TestAgentCheck(t *testing.T) {
-	requireRoot(t, "ip", "unshare", "capsh")
+	rvtest.NeedRoot(t, "ip", "unshare", "capsh")
 	_, agent := binaries(t)
 	vn := newVethNet(t)
 	dns, err := whoami.Start(net.JoinHostPort(vn.HostIP, "0"), nil, slog.New(slog.DiscardHandler))
@@ -31,7 +32,7 @@ func TestAgentCheck(t *testing.T) {
 	script := `mount -t tmpfs tmpfs /dev/shm && exec capsh --drop=cap_net_raw,cap_net_admin -- -c 'exec "$0" check --public-ip "$1" --resolvers "$2"' "$1" "$2" "$3"`
 	inside := exec.Command("ip", "netns", "exec", vn.NS, "unshare", "--pid", "--fork", "--mount-proc", "--",
 		"sh", "-c", script, "sh", agent, vn.NodeIP, resolvers)
-	inside.Env = append(os.Environ(), wire.EnvPython+"="+realPython(t), "PYTHONPATH="+filepath.Join(repoRoot(t), "test", "fakeray"))
+	inside.Env = append(os.Environ(), wire.EnvPython+"="+realPython(t), "PYTHONPATH="+filepath.Join(rvtest.ModuleRoot(t), "test", "fakeray"))
 	report, code := runCheck(t, inside)
 	if code != 0 {
 		t.Errorf("agent check in the sandbox: exit %d, report %+v", code, report)

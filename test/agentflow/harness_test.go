@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/whoami"
 	"github.com/rayvast/rayvast/internal/wire"
 	"github.com/rayvast/rayvast/test/fakeray"
@@ -39,7 +40,9 @@ func binaries(t *testing.T) (head, agent string) {
 		if buildDir, buildErr = os.MkdirTemp("", "agentflow-bin"); buildErr != nil {
 			return
 		}
-		headBin, agentBin, buildErr = buildBinaries(repoRoot(t), buildDir)
+		if headBin, buildErr = rvtest.BuildErr(buildDir, "./head"); buildErr == nil {
+			agentBin, buildErr = rvtest.BuildErr(buildDir, "./agent")
+		}
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -61,7 +64,7 @@ type flow struct {
 	state, record     string
 	env               []string
 	cmd               *exec.Cmd
-	out               *syncBuffer
+	out               *rvtest.Buffer
 	exited            chan error
 	started           time.Time
 	exitErr           error
@@ -70,12 +73,12 @@ type flow struct {
 
 // newFlow does steps 1-3: network, head, candidate and its env.
 func newFlow(t *testing.T) *flow {
-	requireRoot(t, "ip", "unshare", "capsh", "python3", "sh")
+	rvtest.NeedRoot(t, "ip", "unshare", "capsh", "python3", "sh")
 	hb, ab := binaries(t)
 	if err := fakeray.BuildNatives(); err != nil { // the stand-in's native raylet and core worker
 		t.Fatal(err)
 	}
-	f := &flow{t: t, repo: repoRoot(t), tmp: t.TempDir(), python: realPython(t), out: &syncBuffer{}}
+	f := &flow{t: t, repo: rvtest.ModuleRoot(t), tmp: t.TempDir(), python: realPython(t), out: &rvtest.Buffer{}}
 
 	// 1. Network: the candidate's own netns, the head and the who-am-I
 	// resolver on the host side of a veth pair.

@@ -14,13 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // head is a running `head serve` and a client for its admin socket.
 type head struct {
 	state  string
-	stderr *syncBuffer
+	stderr *rvtest.Buffer
 	admin  *http.Client
 	bin    string
 	args   []string
@@ -44,7 +45,7 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &head{state: state, stderr: &syncBuffer{}}
+	h := &head{state: state, stderr: &rvtest.Buffer{}}
 	h.args = []string{"serve", "--state", state, "--config", cfgPath, "--agent", agentBin, // the built-in shim
 		"--listen-a", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
 		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip)))}
@@ -155,16 +156,15 @@ func (h *head) nodes(t *testing.T) []wire.Node {
 func (h *head) waitNode(t *testing.T, ok func(wire.Node) bool) wire.Node {
 	t.Helper()
 	var last wire.Node
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	rvtest.WaitFor(t, 30*time.Second, func() error {
 		for _, n := range h.nodes(t) {
 			if n.InstanceID == instanceID {
-				last = n
-				if ok(n) {
-					return n
+				if last = n; ok(n) {
+					return nil
 				}
 			}
 		}
-	}
-	t.Fatalf("node never reached the expected state; last seen %+v", last)
+		return fmt.Errorf("node never reached the expected state; last seen %+v", last)
+	})
 	return last
 }

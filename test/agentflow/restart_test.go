@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -99,13 +100,11 @@ func TestAgentCrashloop(t *testing.T) {
 // waitNewRecord waits for fakeray's record of a Ray other than pid.
 func (f *flow) waitNewRecord(pid int, limit time.Duration) fakeRecord {
 	f.t.Helper()
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if r := readRecord(f.t, f.record); r.PID != pid {
-			return r
-		}
+	var r fakeRecord
+	if !rvtest.Until(limit, func() bool { r = readRecord(f.t, f.record); return r.PID != pid }) {
+		f.t.Fatalf("ray (pid %d in its namespace) was not started again within %v", pid, limit)
 	}
-	f.t.Fatalf("ray (pid %d in its namespace) was not started again within %v", pid, limit)
-	return fakeRecord{}
+	return r
 }
 
 func (h *head) candidate(t *testing.T, id string) wire.Candidate {
@@ -138,10 +137,8 @@ func TestAgentSignalDuringBackoff(t *testing.T) {
 	f.setEnv("FAKERAY_EXIT_CODE", "3")
 	f.start()
 	first := f.waitRecord(90 * time.Second)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(f.out.String(), `msg="restarting ray"`); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never started a restart backoff")
-		}
+	if !rvtest.Until(30*time.Second, func() bool { return strings.Contains(f.out.String(), `msg="restarting ray"`) }) {
+		t.Fatal("the agent never started a restart backoff")
 	}
 	f.head.waitNode(t, func(n wire.Node) bool { return n.Ray.State == wire.RayExited })
 	syscall.Kill(f.agentPID(), syscall.SIGTERM)

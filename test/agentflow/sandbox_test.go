@@ -9,56 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/rayvast/rayvast/internal/testport"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
-
-// requireRoot skips loudly without root or a tool, and fails under CI=true.
-func requireRoot(t *testing.T, tools ...string) {
-	t.Helper()
-	miss := func(why string) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but %s", why)
-		}
-		t.Skipf("SKIPPING the agent end-to-end test: %s", why)
-	}
-	if os.Geteuid() != 0 {
-		miss("it needs root (network and PID namespaces, veth, mounts)")
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			miss(tool + " is not installed")
-		}
-	}
-}
-
-// repoRoot is the module root, two levels above this package.
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	root, err := filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
-// buildBinaries builds bin/head and bin/agent the way build.sh does.
-func buildBinaries(repo, dir string) (head, agent string, err error) {
-	for _, name := range []string{"head", "agent"} {
-		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", filepath.Join(dir, name), "./"+name)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("build %s: %v\n%s", name, err, out)
-		}
-	}
-	return filepath.Join(dir, "head"), filepath.Join(dir, "agent"), nil
-}
 
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
@@ -110,25 +66,7 @@ func randHex(n int) string {
 // from outside the ephemeral range so no connection takes it meanwhile.
 func freePort(t *testing.T, ip string) int {
 	t.Helper()
-	return testport.One(t, ip)
-}
-
-// syncBuffer collects a process's output for grepping while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return rvtest.FreePort(t, ip)
 }
 
 // procStatus returns one field of /proc/PID/status ("NSpid", "VmRSS").

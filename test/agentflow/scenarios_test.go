@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -78,16 +79,16 @@ func TestAgentHeadAway(t *testing.T) {
 	// agent's log rather than guessed from a clock: a loaded machine may
 	// run fewer in a fixed sleep. The agent must still be running after them.
 	const failedWanted = 3
-	for deadline := time.Now().Add(60 * time.Second); failed()-already < failedWanted; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d failed heartbeats logged in 60 s while the head was away, want %d", failed()-already, failedWanted)
-		}
+	if !rvtest.Until(60*time.Second, func() bool {
 		select {
 		case err := <-f.exited:
 			f.exitSeen = true
 			t.Fatalf("the agent exited while the head was away: %v", err)
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
+		return failed()-already >= failedWanted
+	}) {
+		t.Fatalf("%d failed heartbeats logged in 60 s while the head was away, want %d", failed()-already, failedWanted)
 	}
 	select {
 	case err := <-f.exited:

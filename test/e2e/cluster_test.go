@@ -19,8 +19,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider/docker"
-	"github.com/rayvast/rayvast/internal/syncbuf"
-	"github.com/rayvast/rayvast/internal/testport"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -48,12 +47,10 @@ type cluster struct {
 	mu      sync.Mutex
 	head    *exec.Cmd
 	done    chan struct{}
-	headLog *lockedBuffer
-	printed *lockedBuffer // what head commands run by the test printed
+	headLog *rvtest.Buffer
+	printed *rvtest.Buffer // what head commands run by the test printed
 	admin   *http.Client
 }
-
-type lockedBuffer = syncbuf.Buffer
 
 // newCluster makes the network, runs `head init` and starts `head serve`
 // with the given provider ("docker" or "none").
@@ -66,7 +63,7 @@ func newCluster(t testing.TB, provider string) *cluster {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	c := &cluster{t: t, name: name, dir: t.TempDir(), provider: provider, headLog: &lockedBuffer{}, printed: &lockedBuffer{}}
+	c := &cluster{t: t, name: name, dir: t.TempDir(), provider: provider, headLog: &rvtest.Buffer{}, printed: &rvtest.Buffer{}}
 	t.Cleanup(func() {
 		c.stopHead()
 		if t.Failed() {
@@ -121,7 +118,7 @@ func newCluster(t testing.TB, provider string) *cluster {
 // range: the port checks' connections from the gateway IP cannot take it.
 func freePort(t testing.TB, ip string) string {
 	t.Helper()
-	return strconv.Itoa(testport.One(t, ip))
+	return strconv.Itoa(rvtest.FreePort(t, ip))
 }
 
 // startHead starts `head serve` and waits for its admin API.
@@ -248,21 +245,14 @@ func (c *cluster) node(instanceID string) (wire.Node, bool) {
 	return wire.Node{}, false
 }
 
-// waitFor polls cond every 250 ms until it holds; after limit it fails the
+// waitFor polls cond (rvtest.Until) until it holds; after limit it fails the
 // test with cond's last explanation. Limits are generous: they bound a hang,
 // they do not measure speed.
 func waitFor(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s: %s", limit, what, why)
-		}
-		time.Sleep(250 * time.Millisecond)
+	var why string
+	if !rvtest.Until(limit, func() bool { ok, w := cond(); why = w; return ok }) {
+		t.Fatalf("waited %s for %s: %s", limit, what, why)
 	}
 }
 

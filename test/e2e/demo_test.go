@@ -10,6 +10,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/demo"
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // TestDemo runs `head demo` as a user would (with the suite's binaries),
@@ -23,7 +24,7 @@ func TestDemo(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	out, errOut := &rvtest.Buffer{}, &rvtest.Buffer{}
 	code := make(chan int, 1)
 	go func() {
 		code <- demo.Run(ctx, []string{"--cluster", cluster, "--head", suite.head, "--agent", suite.agent,

@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // clusterPrefix names every cluster this suite makes, so cleanup by label
@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 	if suite.binDir != "" {
 		defer os.RemoveAll(suite.binDir)
 	}
-	if err == nil && skip != "" && os.Getenv("CI") == "true" {
+	if err == nil && skip != "" && rvtest.InCI() {
 		err = fmt.Errorf("%s (CI=true: the suite must run)", skip)
 	}
 	if err != nil {
@@ -127,14 +127,11 @@ func setup() (skip string, err error) {
 		return "", err
 	}
 	suite.binDir = bin
-	suite.head, suite.agent = filepath.Join(bin, "head"), filepath.Join(bin, "agent")
-	for out, pkg := range map[string]string{suite.head: "./head", suite.agent: "./agent"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-		}
+	if suite.head, err = rvtest.BuildErr(bin, "./head"); err != nil {
+		return "", err
+	}
+	if suite.agent, err = rvtest.BuildErr(bin, "./agent"); err != nil {
+		return "", err
 	}
 	boot, err := os.ReadFile(filepath.Join(repo, "bootloader.sh"))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -51,7 +52,7 @@ func TestUpDockerExample(t *testing.T) {
 	state := filepath.Join(dir, "docker.state")
 	record := filepath.Join(dir, "ray-head-record.json")
 
-	out := &lockedBuffer{}
+	out := &rvtest.Buffer{}
 	cmd := exec.Command(suite.head, "up", "--config", cfgPath, "--agent", suite.agent,
 		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"))
 	cmd.Env = append(os.Environ(), docker.EnvImage+"="+suite.image,

@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // python finds python3 with the modules the tests import; it skips loudly,
@@ -27,10 +30,7 @@ func python(t *testing.T, modules ...string) string {
 			return py
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("python3 with %v: %v", modules, err)
-	}
-	t.Skipf("SKIPPING: python3 with %v: %v", modules, err)
+	rvtest.Need(t, fmt.Sprintf("python3 with %v: %v", modules, err))
 	return ""
 }
 

@@ -12,21 +12,14 @@ import (
 
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // engine returns the local Docker Engine or skips (fails when CI=true).
 func engine(t *testing.T) *dockerengine.Client {
 	t.Helper()
-	eng := dockerengine.New("")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := eng.Version(ctx); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Docker Engine and root needed in CI: %v (euid %d)", err, os.Geteuid())
-		}
-		t.Skipf("SKIP: no Docker Engine or not root (%v, euid %d): these tests rent real containers", err, os.Geteuid())
-	}
-	return eng
+	rvtest.NeedDocker(t) // these tests rent real containers
+	return dockerengine.New("")
 }
 
 // testImage builds (or reuses) the candidate image from the repo's fakeray
