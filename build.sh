@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build.sh        build bin/head and bin/agent (static, reproducible) and print the agent's SHA-256
-# build.sh test   build, vet, then run every test (what .ci/run runs)
+# build.sh test   gofmt check, build, vet, then run every test (what .ci/run runs)
 set -euo pipefail
 cd "$(dirname "$0")"
 export CGO_ENABLED=0
@@ -26,6 +26,13 @@ build() {
 case "${1:-build}" in
 build) build ;;
 test)
+	# An unformatted file fails the build (gofmt also exits non-zero, and
+	# so stops this script, on a file it cannot parse).
+	unformatted=$(gofmt -l .)
+	if [ -n "$unformatted" ]; then
+		printf 'not gofmt-formatted (run gofmt -w):\n%s\n' "$unformatted" >&2
+		exit 1
+	fi
 	build
 	go vet ./...
 	# -p 1: root tests share network namespaces, Docker and ports; one package at a time.

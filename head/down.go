@@ -69,7 +69,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	dc := reconcile.DownConfig{StateDir: st.Dir, Log: log,
-		Firewall: closerFunc(func() error { return firewall.Remove(ctx, reconcile.TableFor(st.AppID), nil) })}
+		Firewall: closerFunc(func() error { return firewall.Remove(ctx, firewall.TableFor(st.AppID), nil) })}
 	if *prov == "docker" {
 		// Only list and end: the full provider would build the image, make
 		// the network and start a DNS responder, rewriting a running

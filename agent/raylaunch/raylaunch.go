@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -107,7 +108,7 @@ func Scrubbed(env, secrets []string) []string {
 func inherited(env, secrets []string) (kept []string, pythonPath string) {
 	for _, kv := range env {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || Dropped(name) || holdsSecret(value, secrets) {
+		if !ok || Dropped(name) || secret.Holds(value, secrets) {
 			continue
 		}
 		if name == "PYTHONPATH" {
@@ -151,26 +152,6 @@ func Dropped(name string) bool {
 	}
 	return false
 }
-
-// holdsSecret is true when value equals a secret, or contains one (a
-// token pasted into "Bearer …" is still the token). Containment is judged
-// only for secrets of minSecretLen or more: a short one would match
-// innocent values by chance. Empty secrets match nothing.
-func holdsSecret(value string, secrets []string) bool {
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		if value == s || len(s) >= minSecretLen && strings.Contains(value, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// minSecretLen: every rayvast secret is 32 random bytes or more; vast's
-// API keys are 64 hex characters.
-const minSecretLen = 8
 
 func mustJSON(v any) string {
 	b, err := json.Marshal(v) // maps marshal with sorted keys: stable argv

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/guestauth"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -23,12 +24,6 @@ const (
 	DefaultHealthFailureThreshold = 3
 	maxConfig                     = 1 << 20
 )
-
-// Scopes are the guest API scope names of seed 002, verbatim.
-var Scopes = []string{
-	"guest:version", "guest:health", "guest:info", "guest:attest-app-key",
-	"guest:dashboard", "guest:containers", "guest:logs", "guest:metrics",
-}
 
 // Config is a validated config with its defaults applied.
 type Config struct {
@@ -110,13 +105,9 @@ func Validate(c *wire.Config) error {
 			return err
 		}
 	}
-	known := map[string]bool{}
-	for _, s := range Scopes {
-		known[s] = true
-	}
 	for _, s := range c.GuestAPI.AnonymousScopes {
-		if !known[s] {
-			return fmt.Errorf("guest_api.anonymous_scopes: unknown scope %q", s)
+		if _, err := guestauth.ParseScope(s); err != nil {
+			return fmt.Errorf("guest_api.anonymous_scopes: %w", err)
 		}
 	}
 	for i, is := range c.GuestAPI.ExternalIssuers {

@@ -14,11 +14,11 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/rayvast/rayvast/head/answer"
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/ratelimit"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/answer"
 	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"

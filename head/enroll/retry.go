@@ -4,9 +4,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/rayvast/rayvast/head/answer"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/answer"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 

@@ -14,9 +14,9 @@ import (
 	"time"
 	"weak"
 
-	"github.com/rayvast/rayvast/head/answer"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/internal/answer"
 	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"

@@ -2,14 +2,12 @@ package reconcile
 
 import (
 	"context"
-	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
-	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -21,7 +19,7 @@ type ServeConfig struct {
 	NodeTypes map[string]wire.NodeType
 	StateDir  string // for the down marker
 	// Firewall guards Ports (A and B) with nftables table inet
-	// FirewallTable (default TableForStateDir(StateDir)) when true.
+	// FirewallTable (default firewall.TableForStateDir(StateDir)) when true.
 	Firewall      bool
 	FirewallTable string
 	Ports         []int
@@ -41,7 +39,7 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.FirewallTable == "" {
-		cfg.FirewallTable = TableForStateDir(cfg.StateDir)
+		cfg.FirewallTable = firewall.TableForStateDir(cfg.StateDir)
 	}
 	var fw *firewall.Firewall
 	if cfg.Firewall {
@@ -72,27 +70,4 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 			cfg.Log.Warn("firewall", "err", err)
 		}
 	}, nil
-}
-
-// TableForStateDir names the nftables table of the head whose state is dir:
-// "rayvast_" and the first 12 hex digits of its app id, so two heads on one
-// machine (or `head down` of another cluster) never replace or remove each
-// other's table. "rayvast" when dir holds no readable state.
-func TableForStateDir(dir string) string {
-	st, err := statedir.Load(dir)
-	if err != nil {
-		return "rayvast"
-	}
-	return TableFor(st.AppID)
-}
-
-// TableFor is TableForStateDir of a loaded state's app id.
-func TableFor(appID string) string {
-	if len(appID) < 12 {
-		return "rayvast"
-	}
-	if _, err := hex.DecodeString(appID[:12]); err != nil {
-		return "rayvast"
-	}
-	return "rayvast_" + appID[:12]
 }

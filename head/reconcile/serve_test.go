@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -77,13 +78,7 @@ func TestFirewallTablePerCluster(t *testing.T) {
 		}
 		dirs = append(dirs, dir)
 	}
-	a, b := TableForStateDir(dirs[0]), TableForStateDir(dirs[1])
-	if a == b || !strings.HasPrefix(a, "rayvast_") || len(a) > 32 {
-		t.Errorf("tables %q and %q: want distinct rayvast_<app id> names", a, b)
-	}
-	if got := TableForStateDir(t.TempDir()); got != "rayvast" {
-		t.Errorf("table of a dir without state = %q, want rayvast", got)
-	}
+	a := firewall.TableForStateDir(dirs[0]) // its naming: head/firewall's TestTableForStateDir
 	reg, _, h := newAdmin(t)
 	var scripts []string
 	nft := func(_ context.Context, s string) error { scripts = append(scripts, s); return nil }

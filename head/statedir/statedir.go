@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/atomicfile"
 	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/secret"
 )
@@ -254,37 +255,8 @@ func RecordStore(dir, id string) error {
 	}
 	inf.StoreID = id
 	out, _ := json.MarshalIndent(inf, "", " ")
-	if err := writeAtomic(p, out, 0o644); err != nil {
+	if err := atomicfile.Write(p, out, 0o644); err != nil {
 		return fmt.Errorf("record store: %w", err)
 	}
 	return nil
-}
-
-// writeAtomic replaces path: temp file ".NAME.tmp…" (CleanTemp removes a
-// killed one), fsync, rename, fsync the dir.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
 }

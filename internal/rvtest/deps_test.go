@@ -8,7 +8,7 @@ import (
 
 // TestNotInBinaries proves no shipped binary links test support.
 func TestNotInBinaries(t *testing.T) {
-	testOnly := []string{"internal/rvtest", "internal/fakeclock", "internal/syncbuf", "internal/testport"}
+	testOnly := []string{"internal/rvtest"}
 	for _, pkg := range []string{"./head", "./agent", "./tools/guesttoken", "./tools/fakevast"} {
 		cmd := exec.Command("go", "list", "-deps", pkg)
 		cmd.Dir = ModuleRoot(t)
