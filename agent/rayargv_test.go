@@ -17,6 +17,7 @@ import (
 
 	"github.com/rayvast/rayvast/agent/internal/enrolltest"
 	"github.com/rayvast/rayvast/agent/raylaunch"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -125,29 +126,20 @@ type rayRecord struct {
 
 func waitFakeRay(t *testing.T, path string, out interface{ String() string }) rayRecord {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil {
-			var r rayRecord
-			if json.Unmarshal(b, &r) == nil {
-				return r
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	var r rayRecord
+	if !rvtest.Until(60*time.Second, func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && json.Unmarshal(b, &r) == nil
+	}) {
+		t.Fatalf("no fakeray record after 60s; agent output:\n%s", out.String())
 	}
-	t.Fatalf("no fakeray record after 60s; agent output:\n%s", out.String())
-	return rayRecord{}
+	return r
 }
 
 // pythonExe is the real interpreter behind python3 (not a pyenv shim).
 func pythonExe(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 not found (CI=true)")
-		}
-		t.Skip("SKIP: python3 not found")
-	}
+	rvtest.NeedTools(t, "python3")
 	return pyOut(t, "python3", "", "import os, sys; print(os.path.realpath(sys.executable))")
 }
 

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,12 +50,7 @@ func rayAddr(t *testing.T) string {
 // needFakeray points head up's Ray head at the stand-in ray package.
 func needFakeray(t *testing.T, record string) {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 not found")
-		}
-		t.Skip("SKIPPING: python3 not found (the stand-in Ray head is Python)")
-	}
+	rvtest.NeedTools(t, "python3") // the stand-in Ray head is Python
 	fr, _ := filepath.Abs("../test/fakeray")
 	t.Setenv("PYTHONPATH", fr)
 	t.Setenv("FAKERAY_RECORD", record)
@@ -79,16 +73,15 @@ func startUp(t *testing.T, args ...string) *upProc {
 
 func (r *upProc) waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
+	if !rvtest.Until(30*time.Second, func() bool {
 		select {
 		case c := <-r.code:
 			t.Fatalf("head up exited %d waiting for %s:\n%s\n%s", c, what, r.out.String(), r.errOut.String())
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30 s for %s:\n%s\n%s", what, r.out.String(), r.errOut.String())
-		}
+		return ok()
+	}) {
+		t.Fatalf("waited 30 s for %s:\n%s\n%s", what, r.out.String(), r.errOut.String())
 	}
 }
 

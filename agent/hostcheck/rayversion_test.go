@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // fakeRayPkg makes a PYTHONPATH dir whose ray package has version v and
@@ -26,12 +28,10 @@ func fakeRayPkg(t testing.TB, body string) string {
 
 func python3(t testing.TB) string {
 	t.Helper()
+	rvtest.NeedTools(t, "python3")
 	p, err := exec.LookPath("python3")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 not found (CI=true)")
-		}
-		t.Skip("SKIP: python3 not found")
+		t.Fatal(err)
 	}
 	// The real interpreter, not a pyenv shim script that adds its own env.
 	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()

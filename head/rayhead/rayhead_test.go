@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // The test binary re-runs itself as the "Ray head" (os/exec's pattern):
@@ -47,12 +49,8 @@ func TestRestartsWithBackoffAndKeepsLog(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Wait(ctx); close(done) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for s.Status().Restarts < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("restarts = %d after 20 s, want 3", s.Status().Restarts)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !rvtest.Until(20*time.Second, func() bool { return s.Status().Restarts >= 3 }) {
+		t.Fatalf("restarts = %d after 20 s, want 3", s.Status().Restarts)
 	}
 	cancel()
 	<-done

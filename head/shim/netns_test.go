@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // vastNet is the network of a vast rental, in a namespace the test makes:
@@ -31,25 +33,7 @@ var rayStartArgv = []string{"python3", "-m", "ray.scripts.scripts", "start", "--
 	"--dashboard-agent-grpc-port=31004", "--dashboard-agent-listen-port=31005", "--metrics-export-port=31006",
 	"--worker-port-list=31010,31011,31012", "--num-gpus=0", "--num-cpus=1", "--resources={}"}
 
-func needRoot(t *testing.T, tools ...string) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil && why == "" {
-			why = tool + " not installed (apt: util-linux for unshare, iproute2 for ip)"
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but this network namespace test cannot run: %s", why)
-	}
-	t.Skipf("SKIP!!! network namespace test needs root and %v: %s", tools, why)
-}
+func needRoot(t *testing.T, tools ...string) { t.Helper(); rvtest.NeedRoot(t, tools...) }
 
 // TestVastNetns runs miniray (Ray's binds and connects: runtime-env agent,
 // dashboard agent, raylet, core worker in C and Python) in vastNet. Without

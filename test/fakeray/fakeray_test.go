@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/test/fakeray"
 )
 
@@ -202,22 +203,17 @@ func secrets(t testing.TB) []string {
 // gone waits until no process has pid.
 func gone(t testing.TB, what string, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	if !rvtest.Until(5*time.Second, func() bool {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || strings.Contains(string(b), ") Z ") {
-			return
-		}
+		return err != nil || strings.Contains(string(b), ") Z ")
+	}) {
+		t.Errorf("%s (pid %d) still running", what, pid)
 	}
-	t.Errorf("%s (pid %d) still running", what, pid)
 }
 
 func needRoot(t testing.TB, why string) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
+	if os.Geteuid() != 0 {
+		rvtest.Need(t, "needs root: "+why)
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("needs root (CI=true): %s", why)
-	}
-	t.Skipf("SKIP (not root): %s", why)
 }

@@ -78,12 +78,7 @@ func TestExampleYAML(t *testing.T) {
 func TestWithHead(t *testing.T) {
 	py := python(t)
 	dir := t.TempDir()
-	head := filepath.Join(dir, "head")
-	build := exec.Command("go", "build", "-o", head, "../../head")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build head: %v\n%s", err, out)
-	}
+	head := rvtest.Build(t, dir, "./head")
 	state := filepath.Join(dir, "state")
 	if out, err := exec.Command(head, "init", "--state", state, "--ip", "127.0.0.1", "--cluster", "withhead").CombinedOutput(); err != nil {
 		t.Fatalf("head init: %v\n%s", err, out)
@@ -106,16 +101,12 @@ func TestWithHead(t *testing.T) {
 	}
 	defer func() { cancel(); _ = serve.Wait() }()
 	sock := filepath.Join(state, "admin.sock")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.Dial("unix", sock); err == nil {
-			c.Close()
-			break
+	rvtest.WaitFor(t, 30*time.Second, func() error {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return fmt.Errorf("head serve did not listen on %s: %w", sock, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("head serve did not listen on %s", sock)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return c.Close()
+	})
 	unittest(t, py, []string{"RAYVAST_TEST_ADMIN_SOCKET=" + sock}, "test_with_head")
 }

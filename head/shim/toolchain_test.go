@@ -5,19 +5,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
-// needGCC skips loudly without gcc, and fails when CI=true (.ci/run installs it).
-func needGCC(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("gcc"); err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true but gcc is missing (apt: gcc libc6-dev)")
-	}
-	t.Skip("SKIP!!! gcc not installed: the native layer cannot be built")
-}
+// needGCC: the native layer is built with gcc (apt: gcc libc6-dev).
+func needGCC(t *testing.T) { t.Helper(); rvtest.NeedTools(t, "gcc") }
 
 // buildNative runs native/build.sh (the recipe build.sh uses) from srcDir
 // into a fresh dir and returns the library's path.
@@ -71,12 +64,4 @@ func writeShim(t *testing.T, libs ...string) string {
 	return dir
 }
 
-func needPython(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but python3 is missing")
-		}
-		t.Skip("SKIP!!! python3 not installed")
-	}
-}
+func needPython(t *testing.T) { t.Helper(); rvtest.NeedTools(t, "python3") }
