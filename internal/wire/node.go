@@ -1,53 +1,28 @@
 package wire
 
-// Ray process states in heartbeats.
+import "time"
+
+// Health of a node as the head's guest API polls see it.
 const (
-	RayStarting = "starting"
-	RayRunning  = "running"
-	RayExited   = "exited"
+	HealthUnknown   = "unknown"
+	HealthHealthy   = "healthy"
+	HealthUnhealthy = "unhealthy"
 )
 
-// Heartbeat actions.
-const (
-	ActionNone = "none"
-	ActionStop = "stop"
-)
-
-// Heartbeat is the body of POST /heartbeat on port B (SPEC §7).
-type Heartbeat struct {
-	Version     int       `json:"version"`
-	InstanceID  string    `json:"instance_id"`
-	Seq         int64     `json:"seq"`
-	Ray         RayStatus `json:"ray"`
-	HealthToken string    `json:"health_token"` // bearer token for guest:health
+// Node is one entry of GET /v1/nodes.
+type Node struct {
+	InstanceID     string     `json:"instance_id"`
+	CandidateID    string     `json:"candidate_id"`
+	NodeType       string     `json:"node_type"`
+	PublicIP       string     `json:"public_ip"`
+	HostID         string     `json:"host_id,omitempty"`
+	State          string     `json:"state"`
+	Serial         string     `json:"serial"` // hex
+	EnrolledAt     time.Time  `json:"enrolled_at"`
+	LastHeartbeat  *time.Time `json:"last_heartbeat,omitempty"`
+	Seq            int64      `json:"seq"`
+	Ray            RayStatus  `json:"ray"`
+	Health         string     `json:"health"`
+	HealthFailures int        `json:"health_failures"`
+	GuestAPIPort   int        `json:"guest_api_port"`
 }
-
-// RayStatus is what the supervisor knows of Ray.
-type RayStatus struct {
-	State    string `json:"state"`
-	PID      int    `json:"pid"`
-	Restarts int    `json:"restarts"`
-	ExitCode *int   `json:"exit_code"`
-}
-
-// HeartbeatReply answers a heartbeat.
-type HeartbeatReply struct {
-	IntervalS int    `json:"interval_s"`
-	Action    string `json:"action"`
-}
-
-// Report is the body of POST /report (answered 204).
-type Report struct {
-	Version    int    `json:"version"`
-	InstanceID string `json:"instance_id"`
-	Event      string `json:"event"`
-	Detail     string `json:"detail"`
-}
-
-// Report events the agent sends.
-const (
-	EventRayExited    = "ray_exited"
-	EventRayRestarted = "ray_restarted"
-	EventRayCrashloop = "ray_crashloop" // the head ends the node at once
-	EventStopping     = "stopping"
-)

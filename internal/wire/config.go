@@ -1,0 +1,67 @@
+package wire
+
+// Config is the head's config file (SPEC §8).
+type Config struct {
+	Cluster   string              `json:"cluster"`
+	Ray       RayHead             `json:"ray"`
+	NodeTypes map[string]NodeType `json:"node_types"`
+	GuestAPI  GuestAPIPolicy      `json:"guest_api"`
+	// Provider names the built-in provider and its settings (head up).
+	Provider *ProviderConfig `json:"provider,omitempty"`
+	// PublicLogs puts RAYVAST_PUBLIC_LOGS=1 in the rental env of new
+	// candidates, so their guest API serves /logs (to guest:logs tokens:
+	// `head logs`). Off by default: a node's logs may hold what its jobs print.
+	PublicLogs bool `json:"public_logs,omitempty"`
+	// MaxDPHTotal caps the cluster's $/hour, spares included; 0 = no cap.
+	MaxDPHTotal float64 `json:"max_dph_total,omitempty"`
+	// Optional knobs beyond the SPEC's names; zero means the default.
+	HeartbeatIntervalS     int `json:"heartbeat_interval_s,omitempty"`     // default 30
+	HealthFailureThreshold int `json:"health_failure_threshold,omitempty"` // default 3
+}
+
+// RayHead names the Ray head the nodes join.
+type RayHead struct {
+	HeadAddress string `json:"head_address"`
+	// Version and PythonVersion, where set, are what every node must run
+	// (SPEC §6 step 6a); PythonVersion compares as many parts as it gives.
+	Version       string `json:"version,omitempty"`
+	PythonVersion string `json:"python_version,omitempty"`
+}
+
+// NodeType is one kind of worker and how many of it may join.
+type NodeType struct {
+	GPUs       int                `json:"gpus"`
+	GPUModel   string             `json:"gpu_model,omitempty"` // SPEC §6 step 5
+	CPUs       int                `json:"cpus,omitempty"`      // Ray's --num-cpus cap
+	MinWorkers int                `json:"min_workers,omitempty"`
+	MaxWorkers int                `json:"max_workers"`
+	Resources  map[string]float64 `json:"resources"`
+	Labels     map[string]string  `json:"labels"`
+}
+
+// ProviderConfig is the config's provider block: the kind and, for vast,
+// what to rent (the API key is never here: file or env var).
+type ProviderConfig struct {
+	Kind       string               `json:"kind"` // none, docker or vast
+	BaseURL    string               `json:"base_url,omitempty"`
+	APIKeyFile string               `json:"api_key_file,omitempty"`
+	Image      string               `json:"image,omitempty"`   // default image of every node type
+	DiskGB     float64              `json:"disk_gb,omitempty"` // default 16
+	NodeTypes  map[string]OfferSpec `json:"node_types,omitempty"`
+	// IntervalsS overrides vast's minimum seconds between two requests
+	// to one endpoint (search, create, show, list, destroy); the default
+	// is vast's documented limits.
+	IntervalsS map[string]float64 `json:"intervals_s,omitempty"`
+	// Docker only: vast's network on one machine (docker.NetOptions).
+	Hairpin bool `json:"hairpin,omitempty"` // a candidate reaches its own public IP:port
+	PerIP   int  `json:"per_ip,omitempty"`  // candidates behind each public IP (default 1)
+}
+
+// OfferSpec narrows the vast offer search of one node type. The GPU count
+// is the node type's gpus.
+type OfferSpec struct {
+	GPUName string  `json:"gpu_name,omitempty"` // vast's gpu_name, e.g. "RTX 4090"; "" = any
+	MaxDPH  float64 `json:"max_dph,omitempty"`  // $/hour cap; 0 = any
+	Image   string  `json:"image,omitempty"`
+	DiskGB  float64 `json:"disk_gb,omitempty"`
+}

@@ -1,0 +1,53 @@
+package wire
+
+// Ray process states in heartbeats.
+const (
+	RayStarting = "starting"
+	RayRunning  = "running"
+	RayExited   = "exited"
+)
+
+// Heartbeat actions.
+const (
+	ActionNone = "none"
+	ActionStop = "stop"
+)
+
+// Heartbeat is the body of POST /heartbeat on port B (SPEC §7).
+type Heartbeat struct {
+	Version     int       `json:"version"`
+	InstanceID  string    `json:"instance_id"`
+	Seq         int64     `json:"seq"`
+	Ray         RayStatus `json:"ray"`
+	HealthToken string    `json:"health_token"` // bearer token for guest:health
+}
+
+// RayStatus is what the supervisor knows of Ray.
+type RayStatus struct {
+	State    string `json:"state"`
+	PID      int    `json:"pid"`
+	Restarts int    `json:"restarts"`
+	ExitCode *int   `json:"exit_code"`
+}
+
+// HeartbeatReply answers a heartbeat.
+type HeartbeatReply struct {
+	IntervalS int    `json:"interval_s"`
+	Action    string `json:"action"`
+}
+
+// Report is the body of POST /report (answered 204).
+type Report struct {
+	Version    int    `json:"version"`
+	InstanceID string `json:"instance_id"`
+	Event      string `json:"event"`
+	Detail     string `json:"detail"`
+}
+
+// Report events the agent sends.
+const (
+	EventRayExited    = "ray_exited"
+	EventRayRestarted = "ray_restarted"
+	EventRayCrashloop = "ray_crashloop" // the head ends the node at once
+	EventStopping     = "stopping"
+)
