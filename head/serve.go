@@ -2,30 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"sync"
 	"time"
 
-	rayvast "github.com/rayvast/rayvast"
-	"github.com/rayvast/rayvast/head/admin"
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/config"
-	"github.com/rayvast/rayvast/head/enroll"
-	"github.com/rayvast/rayvast/head/healthpoll"
-	"github.com/rayvast/rayvast/head/metrics"
-	"github.com/rayvast/rayvast/head/nodeapi"
 	"github.com/rayvast/rayvast/head/provider"
-	"github.com/rayvast/rayvast/head/ratelimit"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/rentals"
@@ -125,44 +113,22 @@ type serveHooks struct {
 	listening func(portA, portB, adminSock string)
 }
 
+// serve runs the head in its phases: read the inputs, open the state, the
+// provider and its driver, the listeners, the servers' parts, the
+// reconcile loop and the background loops; then serve until ctx ends.
 func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logger, hooks serveHooks) error {
-	st, err := statedir.Load(f.state)
+	in, err := loadInputs(f, cfg, log)
 	if err != nil {
 		return err
 	}
-	agent, err := loadAgent(f.agent)
-	if err != nil {
-		return err
-	}
-	agentSum := sha256.Sum256(agent)
-	shim, err := loadShim(f.shim, log)
-	if err != nil {
-		return err
-	}
-	command := rayvast.Bootloader()
-	if f.bootloader != "" {
-		b, err := os.ReadFile(f.bootloader)
-		if err != nil {
-			return fmt.Errorf("read bootloader: %w", err)
-		}
-		command = string(b)
-	}
-	cluster := cfg.Cluster
-	if cluster == "" {
-		cluster = st.Cluster
-	} else if st.Cluster != "" && st.Cluster != cluster {
-		// Rentals are found by a label naming the cluster: a renamed cluster
-		// would no longer see, and so never end, the rentals it made.
-		return fmt.Errorf("config cluster %q differs from the state dir's %q (head init --cluster); rentals are labelled with it, keep one name", cluster, st.Cluster)
-	}
-
+	st := in.st
 	reg, closeState, err := openState(st, log)
 	if err != nil {
 		return err
 	}
 	defer closeState()
 	block := blocklist.New(time.Now)
-	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
+	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
 	if err != nil {
 		return err
 	}
@@ -170,7 +136,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		defer prov.Close()
 	}
 	driver := rentals.New(rentals.Config{Provider: prov, Registry: reg, Blocklist: block, NodeTypes: cfg.NodeTypes,
-		Command: command, MaxDPHTotal: cfg.MaxDPHTotal, Log: log.With("part", "rentals")})
+		Command: in.command, MaxDPHTotal: cfg.MaxDPHTotal, Log: log.With("part", "rentals")})
 	defer driver.Close()
 	if err := driver.Reattach(ctx); err != nil {
 		return err
@@ -181,129 +147,38 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		}
 	}
 
-	lnA, err := net.Listen("tcp", f.listenA)
+	ls, err := openListeners(f, st)
 	if err != nil {
-		return fmt.Errorf("listen port A: %w", err)
-	}
-	lnB, err := net.Listen("tcp", f.listenB)
-	if err != nil {
-		lnA.Close()
-		return fmt.Errorf("listen port B: %w", err)
-	}
-	lnAdmin, err := admin.Listen(st.Path(statedir.AdminSocket))
-	if err != nil {
-		lnA.Close()
-		lnB.Close()
 		return err
 	}
-	portA, portB := lnA.Addr().(*net.TCPAddr).Port, lnB.Addr().(*net.TCPAddr).Port
-
-	m := &metrics.Metrics{}
-	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
-		Metrics: m, Destroy: driver.Destroy, Log: log.With("port", "B")})
-	enr := enroll.New(enroll.Config{
-		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: boundedPortCheck(maxPortChecks),
-		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: agent, Destroy: driver.Destroy, Metrics: m,
-		Log: log.With("port", "A"), Ray: cfg.Ray,
-		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: shim,
-			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
-	})
-	adm := admin.New(admin.Config{Registry: reg, Blocklist: block, Rentals: driver, NodeTypes: cfg.NodeTypes, Metrics: m,
-		Log: log.With("part", "admin"),
-		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(agentSum[:]), CASHA256: st.CA.Fingerprint(),
-			PublicLogs: cfg.PublicLogs}})
-
+	p := newParts(cfg, in, reg, block, driver, ls, log)
 	if prov != nil {
-		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: adm.Handler(), End: driver.End, Rentals: prov,
-			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{portA, portB},
+		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin.Handler(), End: driver.End, Rentals: prov,
+			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
 			Firewall:    f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
 			MaxDPHTotal: cfg.MaxDPHTotal,
 			Log:         log.With("part", "reconcile")})
 		if err != nil {
-			lnA.Close()
-			lnB.Close()
-			lnAdmin.Close()
+			ls.close()
 			return err
 		}
 		defer stopLoop()
 	}
-
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelDebug)
-	servers := []struct {
-		name string
-		srv  *http.Server
-		ln   net.Listener
-	}{
-		{"port A", &http.Server{Handler: enr.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
-			// 3 min: /bootstrap is ~9 MB to a far-away rental; longer only lets a
-			// stranger hold a connection.
-			WriteTimeout: 3 * time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
-			TLSConfig: &tls.Config{Certificates: []tls.Certificate{st.ServerCert}, MinVersion: tls.VersionTLS12}}, lnA},
-		{"port B", &http.Server{Handler: nodes.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
-			// Idle 90 s: long enough to keep a node's connection across 30 s
-			// heartbeats, short enough that idle strangers do not pile up.
-			WriteTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
-			TLSConfig: nodes.TLSConfig(st.ServerCert)}, lnB},
-		{"admin", &http.Server{Handler: adm.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
-			ErrorLog: errLog}, lnAdmin},
-	}
-
-	loopCtx, stopLoops := context.WithCancel(context.Background())
-	var loops sync.WaitGroup
-	loops.Add(3)
-	go func() { defer loops.Done(); pruneEnded(loopCtx, reg, f.retention, m, log) }()
-	go func() { defer loops.Done(); nodes.WatchLost(loopCtx, driver.Destroy) }()
-	go func() {
-		defer loops.Done()
-		nodes.PollHealth(loopCtx, healthpoll.New(healthpoll.Config{CA: st.CA.Pool()}), cfg.HealthFailureThreshold)
-	}()
-
-	serveErr := make(chan error, len(servers))
-	for _, s := range servers {
-		go func() {
-			var err error
-			if s.srv.TLSConfig != nil {
-				err = s.srv.ServeTLS(s.ln, "", "")
-			} else {
-				err = s.srv.Serve(s.ln)
-			}
-			if !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("%s: %w", s.name, err)
-			}
-		}()
-	}
-	log.Info("head serving", "port_a", lnA.Addr().String(), "port_b", lnB.Addr().String(),
+	stopLoops, waitLoops := startLoops(reg, f.retention, p, driver, cfg, st, log)
+	servers := httpServers(p, ls, st, log)
+	serveErr := startServers(servers)
+	log.Info("head serving", "port_a", ls.a.Addr().String(), "port_b", ls.b.Addr().String(),
 		"admin", st.Path(statedir.AdminSocket), "provider", f.provider, "head_ip", st.HeadIP,
-		"ca_sha256", st.CA.Fingerprint(), "bootstrap_sha256", hex.EncodeToString(agentSum[:]),
+		"ca_sha256", st.CA.Fingerprint(), "bootstrap_sha256", hex.EncodeToString(in.agentSum[:]),
 		"heartbeat_interval", cfg.HeartbeatInterval.String(), "node_types", len(cfg.NodeTypes))
 	if hooks.listening != nil {
-		hooks.listening(lnA.Addr().String(), lnB.Addr().String(), st.Path(statedir.AdminSocket))
+		hooks.listening(ls.a.Addr().String(), ls.b.Addr().String(), st.Path(statedir.AdminSocket))
 	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("stopping: finishing in-flight requests")
-	case runErr = <-serveErr:
-	}
-	stopLoops()
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, s := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.srv.Shutdown(sctx); err != nil {
-				log.Warn("shutdown", "server", s.name, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
-	loops.Wait()
+	err = shutdownWhenDone(ctx, serveErr, servers, stopLoops, log)
+	waitLoops()
 	os.Remove(st.Path(statedir.AdminSocket))
-	if runErr == nil {
+	if err == nil {
 		log.Info("stopped")
 	}
-	return runErr
+	return err
 }

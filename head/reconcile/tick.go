@@ -1,0 +1,256 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Tick runs one pass and returns what it did; errors of single calls are
+// joined and the pass goes on. Its phases: list rentals and candidates,
+// tally the candidates per node type (ending the lost, the late and, when
+// down, all), scale each node type, destroy leaked rentals, sync the
+// firewall.
+func (l *Loop) Tick(ctx context.Context) (Result, error) {
+	p := &pass{l: l, ctx: ctx, res: Result{Created: map[string]int{}, Ended: map[string]string{}}}
+	p.down = l.cfg.DownFile != "" && exists(l.cfg.DownFile)
+	p.res.Down = p.down
+	// Rentals first, candidates second: a candidate is made before its
+	// rental, so every rental found has its candidate in the later list.
+	rentals := p.listRentals()
+	cands, err := l.cfg.Cluster.Candidates(ctx)
+	if err != nil {
+		return p.res, fmt.Errorf("list candidates: %w", err)
+	}
+	p.now = l.cfg.Now()
+	p.tally(cands)
+	l.forgetSpares(p.live)
+	if !p.down {
+		for _, n := range sortedKeys(l.cfg.NodeTypes) {
+			p.scale(n, cands)
+		}
+	}
+	p.destroyLeaks(rentals)
+	p.syncFirewall()
+	return p.res, errors.Join(p.errs...)
+}
+
+// pass is one Tick's working state.
+type pass struct {
+	l     *Loop
+	ctx   context.Context
+	res   Result
+	errs  []error
+	down  bool
+	now   time.Time
+	types map[string]*tally
+	live  map[string]wire.Candidate
+}
+
+// listRentals lists the provider's rentals when a sweep is due (every
+// SweepEvery, and on every pass when down); nil otherwise.
+func (p *pass) listRentals() []provider.Rental {
+	l := p.l
+	now := l.cfg.Now()
+	if l.cfg.Rentals == nil || !(p.down || l.lastSweep.IsZero() || now.Sub(l.lastSweep) >= l.cfg.SweepEvery) {
+		return nil
+	}
+	l.lastSweep = now
+	rentals, err := l.cfg.Rentals.List(p.ctx)
+	if err != nil {
+		p.errs = append(p.errs, err)
+		return nil
+	}
+	return rentals
+}
+
+// end ends a candidate, noting it in the result (or the error).
+func (p *pass) end(c wire.Candidate, reason string) {
+	if err := p.l.cfg.Cluster.End(p.ctx, c.CandidateID, reason); err != nil {
+		p.errs = append(p.errs, err)
+		return
+	}
+	p.res.Ended[c.CandidateID] = reason
+	p.l.cfg.Log.Info("reconcile: ended candidate", "candidate", c.CandidateID, "node_type", c.NodeType, "state", c.State, "reason", reason)
+}
+
+// tally counts each node type's candidates, ending the lost, those that
+// did not enroll in time and, when down, every live one; the rest are live.
+func (p *pass) tally(cands []wire.Candidate) {
+	p.types, p.live = map[string]*tally{}, map[string]wire.Candidate{}
+	for n := range p.l.cfg.NodeTypes {
+		p.types[n] = &tally{}
+	}
+	for _, c := range cands {
+		t := p.types[c.NodeType]
+		if t == nil {
+			t = &tally{} // a node type no longer configured: ended below if down
+		}
+		p.tallyOne(c, t)
+	}
+}
+
+func (p *pass) tallyOne(c wire.Candidate, t *tally) {
+	cfg := p.l.cfg
+	switch c.State {
+	case wire.StateLost:
+		p.end(c, ReasonLost)
+		t.failed++
+		t.failLong(ReasonLost)
+	case wire.StatePending, wire.StateRented, wire.StateRunning:
+		switch {
+		case p.down:
+			p.end(c, ReasonDown)
+		case p.now.Sub(c.CreatedAt) > cfg.EnrollTimeout:
+			p.end(c, ReasonEnrollTimeout)
+			t.failed++
+			t.failLong(ReasonEnrollTimeout)
+		default:
+			t.inflight = append(t.inflight, c)
+			p.live[c.CandidateID] = c
+		}
+	case wire.StateEnrolled:
+		if p.down {
+			p.end(c, ReasonDown)
+		} else {
+			t.enrolled++
+			p.live[c.CandidateID] = c
+		}
+	case wire.StateEnded:
+		if !notFailures[c.Reason] && p.now.Sub(c.UpdatedAt) < cfg.FailureWindow {
+			t.failed++
+		}
+		if !notFailures[c.Reason] && p.now.Sub(c.UpdatedAt) < cfg.PauseWindow {
+			t.failLong(c.Reason) // ray_version included: a wrong image fails every rental alike
+		}
+	}
+}
+
+// forgetSpares drops spares that enrolled or are gone: no longer a spare
+// to cancel.
+func (l *Loop) forgetSpares(live map[string]wire.Candidate) {
+	for id := range l.spares {
+		if c, ok := live[id]; !ok || c.State == wire.StateEnrolled {
+			delete(l.spares, id)
+		}
+	}
+}
+
+// scale brings node type n toward its wanted size: unneeded spares ended,
+// candidates created up to the deficit (plus spares while candidates fail,
+// unless paused or at budget), in-flight ones above max ended.
+func (p *pass) scale(n string, cands []wire.Candidate) {
+	l := p.l
+	nt, t := l.cfg.NodeTypes[n], p.types[n]
+	spare := 0
+	if t.failed > 0 && t.enrolled < nt.MinWorkers {
+		spare = l.cfg.Spares
+	}
+	deficit := max(nt.MinWorkers-t.enrolled, 0)
+	want := deficit + spare // in flight
+	if want > 0 {
+		want = min(want, nt.MaxWorkers-t.enrolled+spare)
+	}
+	p.endUnneededSpares(t, want)
+	if l.pause(n, t.failedLong, t.reasons) {
+		want = 0 // in-flight candidates are kept: one may be the one that works
+	}
+	if l.atBudget(cands) {
+		want = 0
+	}
+	p.create(n, t, want, deficit, spare)
+	// Above max (min lowered, or an external creator): end the newest
+	// in-flight candidates, never an enrolled node.
+	for excess := t.enrolled + len(t.inflight) - (nt.MaxWorkers + spare); excess > 0 && len(t.inflight) > 0; excess-- {
+		c := t.inflight[len(t.inflight)-1]
+		t.inflight = t.inflight[:len(t.inflight)-1]
+		delete(p.live, c.CandidateID)
+		p.end(c, ReasonScaleDown)
+	}
+}
+
+// endUnneededSpares ends spares this loop rented that are no longer needed
+// (the deficit is met) before they enroll, newest first.
+func (p *pass) endUnneededSpares(t *tally, want int) {
+	for i := len(t.inflight) - 1; i >= 0 && len(t.inflight) > want; i-- {
+		if c := t.inflight[i]; p.l.spares[c.CandidateID] {
+			t.inflight = append(t.inflight[:i], t.inflight[i+1:]...)
+			delete(p.live, c.CandidateID)
+			p.end(c, ReasonSpareUnneeded)
+		}
+	}
+}
+
+// create makes candidates of type n until want are in flight; those past
+// the deficit are spares.
+func (p *pass) create(n string, t *tally, want, deficit, spare int) {
+	l := p.l
+	nt := l.cfg.NodeTypes[n]
+	for i := len(t.inflight); i < want; i++ {
+		c, err := l.cfg.Cluster.Create(p.ctx, n)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("create %s candidate: %w", n, err))
+			return
+		}
+		p.res.Created[n]++
+		p.live[c.CandidateID] = c
+		if i >= deficit {
+			l.spares[c.CandidateID] = true
+		}
+		l.cfg.Log.Info("reconcile: created candidate", "candidate", c.CandidateID, "node_type", n,
+			"enrolled", t.enrolled, "in_flight", len(t.inflight), "min", nt.MinWorkers, "max", nt.MaxWorkers, "spare", spare)
+	}
+}
+
+// destroyLeaks destroys a rental whose candidate is not live, or a second
+// rental of a live candidate whose instance is recorded (a create the
+// provider ran twice). A rental of a candidate not yet patched with its
+// instance ID (Rent just returned) is kept. Down: every rental.
+func (p *pass) destroyLeaks(rentals []provider.Rental) {
+	for _, r := range rentals {
+		if c, ok := p.live[r.CandidateID]; ok && !p.down && (c.InstanceID == "" || c.InstanceID == r.InstanceID) {
+			continue
+		}
+		if err := p.l.cfg.Rentals.Destroy(p.ctx, r.InstanceID); err != nil {
+			p.errs = append(p.errs, err)
+			continue
+		}
+		p.res.Destroyed = append(p.res.Destroyed, r.InstanceID)
+		p.l.cfg.Log.Info("reconcile: destroyed a rental with no live candidate", "instance", r.InstanceID, "candidate", r.CandidateID, "down", p.down)
+	}
+}
+
+// syncFirewall opens ports A and B to the live candidates that have a
+// public IP and are running or enrolled, and to nobody else.
+func (p *pass) syncFirewall() {
+	if p.l.cfg.Firewall == nil {
+		return
+	}
+	ips := []string{}
+	seen := map[string]bool{}
+	for _, c := range p.live {
+		if c.PublicIP != "" && !seen[c.PublicIP] && (c.State == wire.StateRunning || c.State == wire.StateEnrolled) {
+			seen[c.PublicIP] = true
+			ips = append(ips, c.PublicIP)
+		}
+	}
+	sort.Strings(ips)
+	if err := p.l.cfg.Firewall.Sync(ips); err != nil {
+		p.errs = append(p.errs, fmt.Errorf("firewall: %w", err))
+	}
+	p.res.Allowed = ips
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
