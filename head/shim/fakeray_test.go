@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
 // fakerayRecord is what test/fakeray (the faithful stand-in Ray) records.
@@ -92,18 +94,19 @@ func runFakeray(t *testing.T, pythonPath string) (fakerayRecord, int) {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	var rec fakerayRecord
-	deadline := time.Now().Add(45 * time.Second)
-	for running := true; running && !rec.Started && time.Now().Before(deadline); {
+	rvtest.Until(45*time.Second, func() bool {
+		exited := false
 		select {
 		case <-done:
-			running = false
-		case <-time.After(100 * time.Millisecond):
+			exited = true
+		default:
 		}
 		if b, err := os.ReadFile(record); err == nil {
 			rec = fakerayRecord{}
 			json.Unmarshal(b, &rec) // replaced atomically: whole or absent
 		}
-	}
+		return exited || rec.Started
+	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-done:

@@ -85,12 +85,10 @@ func TestAgentCrashloop(t *testing.T) {
 	// The head ended the candidate before the agent exited (the report is
 	// delivered first); allow one heartbeat interval (1 s) for the poll.
 	var c wire.Candidate
-	for deadline := exited.Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
+	rvtest.Until(time.Until(exited.Add(time.Second)), func() bool {
 		c = f.head.candidate(t, f.created.CandidateID)
-		if c.State == wire.StateDestroyRequested || c.State == wire.StateEnded || time.Now().After(deadline) {
-			break
-		}
-	}
+		return c.State == wire.StateDestroyRequested || c.State == wire.StateEnded
+	})
 	if (c.State != wire.StateDestroyRequested && c.State != wire.StateEnded) || c.Reason != "ray_crashloop" {
 		t.Errorf("candidate %s (%s) after the crash loop, want ended/destroy_requested for ray_crashloop", c.State, c.Reason)
 	}
