@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestNotInBinaries proves no shipped binary links test support.
+// TestNotInBinaries proves no shipped binary links test support (this
+// package and the fakes the head's and the agent's tests use).
 func TestNotInBinaries(t *testing.T) {
-	testOnly := []string{"internal/rvtest"}
+	testOnly := []string{"internal/rvtest", "head/internal/fakeagent", "agent/internal/enrolltest"}
 	for _, pkg := range []string{"./head", "./agent", "./tools/guesttoken", "./tools/fakevast"} {
 		cmd := exec.Command("go", "list", "-deps", pkg)
 		cmd.Dir = ModuleRoot(t)
