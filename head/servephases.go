@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast"
+	"github.com/rayvast/rayvast/head/acceptpace"
 	"github.com/rayvast/rayvast/head/admin"
 	"github.com/rayvast/rayvast/head/blocklist"
+	"github.com/rayvast/rayvast/head/checkgate"
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/enroll"
 	"github.com/rayvast/rayvast/head/healthpoll"
@@ -110,15 +112,20 @@ type parts struct {
 	nodes   *nodeapi.Server
 	enroll  *enroll.Server
 	admin   *admin.Server
+	checks  *checkgate.Gate
 }
 
 func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blocklist.List, driver *rentals.Driver, ls *listeners, log *slog.Logger) *parts {
 	st, portA, portB := in.st, ls.portA(), ls.portB()
-	m := &metrics.Metrics{}
+	checks := checkgate.New(checkgate.Config{Max: maxPortChecks})
+	m := &metrics.Metrics{PortChecks: func() (int, int, int) {
+		st := checks.Stats()
+		return st.Limit, st.InFlight, st.Waiting
+	}}
 	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
 		Metrics: m, Destroy: driver.Destroy, Log: log.With("port", "B")})
 	enr := enroll.New(enroll.Config{
-		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: boundedPortCheck(maxPortChecks),
+		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: gatedPortCheck(checks, maxCheckWait),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: in.agent, Destroy: driver.Destroy, Metrics: m,
 		Log: log.With("port", "A"), Ray: cfg.Ray,
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: in.shim,
@@ -128,8 +135,18 @@ func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blo
 		Log: log.With("part", "admin"),
 		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(in.agentSum[:]), CASHA256: st.CA.Fingerprint(),
 			PublicLogs: cfg.PublicLogs}})
-	return &parts{metrics: m, nodes: nodes, enroll: enr, admin: adm}
+	return &parts{metrics: m, nodes: nodes, enroll: enr, admin: adm, checks: checks}
 }
+
+// Port A accepts at most portARate new connections a second, in bursts of
+// portABurst (head/acceptpace): an enrollment storm's TLS handshakes are
+// spread over seconds instead of starving port B's heartbeats. 500/s is
+// four times what this 2-core machine enrolls per second (tools/loadtest),
+// so the pace never is what holds a storm back.
+const (
+	portARate  = 250
+	portABurst = 64
+)
 
 // namedServer is one HTTP server on its listener.
 type namedServer struct {
@@ -145,7 +162,8 @@ func httpServers(p *parts, ls *listeners, st *statedir.State, log *slog.Logger) 
 			// 3 min: /bootstrap is ~9 MB to a far-away rental; longer only lets a
 			// stranger hold a connection.
 			WriteTimeout: 3 * time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, ErrorLog: errLog,
-			TLSConfig: &tls.Config{Certificates: []tls.Certificate{st.ServerCert}, MinVersion: tls.VersionTLS12}}, ls.a},
+			TLSConfig: &tls.Config{Certificates: []tls.Certificate{st.ServerCert}, MinVersion: tls.VersionTLS12}},
+			acceptpace.New(ls.a, portARate, portABurst, nil, nil)},
 		{"port B", &http.Server{Handler: p.nodes.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 			// Idle 90 s: long enough to keep a node's connection across 30 s
 			// heartbeats, short enough that idle strangers do not pile up.
@@ -156,12 +174,14 @@ func httpServers(p *parts, ls *listeners, st *statedir.State, log *slog.Logger) 
 	}
 }
 
-// startLoops starts the background loops (prune, lost, health); stop
+// startLoops starts the background loops (prune, lost, health, the port
+// check gate); stop
 // tells them to end, wait waits until they have.
 func startLoops(reg *registry.Registry, retention time.Duration, p *parts, driver *rentals.Driver, cfg *config.Config, st *statedir.State, log *slog.Logger) (stop, wait func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
-	loops.Add(3)
+	loops.Add(4)
+	go func() { defer loops.Done(); p.checks.Run(ctx, checkgate.DefaultInterval) }()
 	go func() { defer loops.Done(); pruneEnded(ctx, reg, retention, p.metrics, log) }()
 	go func() { defer loops.Done(); p.nodes.WatchLost(ctx, driver.Destroy) }()
 	go func() {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rayvast/rayvast/head/checkgate"
 	"github.com/rayvast/rayvast/head/enroll"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/registry"
@@ -91,22 +92,30 @@ func crashHook(log *slog.Logger) func(string) {
 	}
 }
 
-// maxPortChecks bounds the port checks (step 7) running at once. Each holds
-// up to portcheck.DefaultConcurrency sockets: 512 × 16 = 8,192 descriptors
-// at most, whatever the size of an enrollment storm (2,000 candidates at
-// once would want 32,000, past a 20,000 limit). A check's time is mostly
-// waiting for the far side, so the bound must stay high: at 64, a 1,000
-// storm on a loaded 2-core machine took 52 s instead of 29 s.
+// maxPortChecks is the most port checks (step 7) running at once, however
+// far the gate's limit grows. Each holds up to portcheck.DefaultConcurrency
+// sockets: 512 × 16 = 8,192 descriptors at most, whatever the size of an
+// enrollment storm (2,000 candidates at once would want 32,000, past a
+// 20,000 limit).
 const maxPortChecks = 512
 
-// boundedPortCheck is the real port check behind a semaphore. The check's
-// 10 s start when it gets its turn: a candidate must not fail its ports for
-// waiting behind others (the agent's own enroll timeout is 60 s).
-func boundedPortCheck(n int) enroll.PortChecker {
-	sem := make(chan struct{}, n)
+// maxCheckWait is how long an enrollment waits for a port check turn before
+// the head answers 503 busy and the agent retries: well inside the agent's
+// 60 s enroll timeout, so the answer reaches it.
+const maxCheckWait = 30 * time.Second
+
+// gatedPortCheck is the real port check behind the adaptive gate
+// (head/checkgate). The check's 10 s start when it gets its turn: a
+// candidate must not fail its ports for waiting behind others.
+func gatedPortCheck(g *checkgate.Gate, maxWait time.Duration) enroll.PortChecker {
 	return func(ctx context.Context, ip string, ports []int, key []byte) error {
-		sem <- struct{}{}
-		defer func() { <-sem }()
+		wctx, wcancel := context.WithTimeout(ctx, maxWait)
+		release, err := g.Acquire(wctx)
+		wcancel()
+		if err != nil {
+			return fmt.Errorf("%w: no turn in %v: %v", enroll.ErrBusy, maxWait, err)
+		}
+		defer release()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), enroll.CheckTimeout)
 		defer cancel()
 		return portcheck.Check(cctx, portcheck.CheckConfig{}, ip, ports, key)

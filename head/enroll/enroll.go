@@ -27,8 +27,17 @@ import (
 // CheckTimeout bounds the whole port check (SPEC §6 step 7: within 10 s).
 const CheckTimeout = 10 * time.Second
 
-// PortChecker dials every port and checks the HMAC answers (step 7).
+// PortChecker dials every port and checks the HMAC answers (step 7). It
+// bounds its own time (within CheckTimeout once the check starts). An error
+// wrapping ErrBusy means the check never started: the head had no turn for
+// it in time, which says nothing about the candidate.
 type PortChecker func(ctx context.Context, ip string, ports []int, portKey []byte) error
+
+// ErrBusy is a port check that waited too long for its turn.
+var ErrBusy = errors.New("port check not started: the head is busy")
+
+// reasonBusy is judge's verdict for ErrBusy: neither a pass nor a rejection.
+const reasonBusy = "busy"
 
 // Bundle is the part of the enroll answer that is the same for every node.
 type Bundle struct {
@@ -157,6 +166,9 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 
 	// Steps 4–8: the token was good; a failure now destroys the candidate.
 	reason, class := s.judge(r.Context(), &req, c, portKey, log)
+	if reason == reasonBusy {
+		return s.postpone(w, cl, log)
+	}
 	if reason == "" { // step 7a, held until the node is recorded or rejected
 		var release func()
 		if reason, release = s.sharedIP(c, log); reason == "" {
@@ -230,14 +242,29 @@ func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Cand
 		return wire.ReasonRayVersion, ""
 	}
 	// The check runs to its end even if the client goes away: the token is
-	// spent either way, and the verdict should be about the ports.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CheckTimeout)
-	defer cancel()
-	if err := s.cfg.PortCheck(cctx, c.PublicIP, req.Ports, portKey.Reveal()); err != nil {
+	// spent either way, and the verdict should be about the ports. Its
+	// time is the checker's to bound: a wait for its turn must not count.
+	err := s.cfg.PortCheck(context.WithoutCancel(ctx), c.PublicIP, req.Ports, portKey.Reveal())
+	if errors.Is(err, ErrBusy) {
+		log.Warn("port check postponed: the head is busy", "err", err)
+		return reasonBusy, ""
+	}
+	if err != nil {
 		log.Warn("port check failed", "err", err)
 		return wire.ReasonPortCheck, wire.BlockNetwork
 	}
 	return "", ""
+}
+
+// postpone answers 503 to an enrollment whose port check found no turn in
+// time. The candidate keeps its consumed token and stays resumable, so the
+// agent's retry (same token and port_key, SPEC §6 step 2) starts again at
+// step 4; nothing is destroyed or blocklisted.
+func (s *Server) postpone(w http.ResponseWriter, cl *registry.Claim, log *slog.Logger) error {
+	s.cfg.Registry.Postpone(cl)
+	s.cfg.Metrics.Enrollment(metrics.OutcomeBusy)
+	w.Header().Set("Retry-After", "5")
+	return answer.Errorf(http.StatusServiceUnavailable, wire.ErrBusy, "port checks queued too long; retry with the same request", nil)
 }
 
 func (s *Server) reject(cl *registry.Claim, reason, class string, log *slog.Logger) error {

@@ -37,6 +37,7 @@ type testHead struct {
 	logs      *rvtest.Buffer
 	mu        sync.Mutex
 	destroyed map[string]string // candidate -> reason
+	busy      int               // port checks still to answer ErrBusy, as a full gate does
 }
 
 var nodeTypes = map[string]wire.NodeType{
@@ -72,6 +73,15 @@ func newHeadAt(t testing.TB, statePath string) *testHead {
 	s := New(Config{
 		Registry: reg, Blocklist: h.block, Limiter: ratelimit.New(10, time.Minute, clk.Now),
 		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {
+			h.mu.Lock()
+			busy := h.busy > 0
+			if busy {
+				h.busy--
+			}
+			h.mu.Unlock()
+			if busy {
+				return fmt.Errorf("%w: test gate full", ErrBusy)
+			}
 			return portcheck.Check(ctx, portcheck.CheckConfig{}, ip, ports, key)
 		},
 		CA: ca, NodeTypes: nodeTypes, Agent: []byte("#!agent binary"),

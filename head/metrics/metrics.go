@@ -22,12 +22,16 @@ const (
 	OutcomeMalformed   = "malformed"
 	OutcomeRateLimited = "rate_limited"
 	OutcomeError       = "error"
+	OutcomeBusy        = "busy" // 503: no port check turn in time, the agent retries
 )
 
 // Metrics is safe for concurrent use. The zero value is ready.
 type Metrics struct {
 	// Now dates the spend gauge (default time.Now).
 	Now func() time.Time
+	// PortChecks, when set, reports the port check gate: its current
+	// limit, checks running and enrollments waiting for a turn.
+	PortChecks func() (limit, running, waiting int)
 
 	mu          sync.Mutex
 	enrollments map[string]uint64 // outcome
@@ -116,6 +120,11 @@ func (m *Metrics) Write(w io.Writer, cands []wire.Candidate, nodes []wire.Node) 
 		fmt.Fprintf(&b, "rayvast_nodes_health{health=%q} %d\n", h, hs[h])
 	}
 	writeMoney(&b, cands, m.now())
+	if m.PortChecks != nil {
+		limit, running, waiting := m.PortChecks()
+		header(&b, "rayvast_port_checks", "gauge", "Port checks: the adaptive limit, running, and enrollments waiting for a turn.")
+		fmt.Fprintf(&b, "rayvast_port_checks{kind=\"limit\"} %d\nrayvast_port_checks{kind=\"running\"} %d\nrayvast_port_checks{kind=\"waiting\"} %d\n", limit, running, waiting)
+	}
 	m.mu.Lock()
 	header(&b, "rayvast_enrollments_total", "counter", "POST /enroll requests by outcome.")
 	writeMap(&b, "rayvast_enrollments_total", "outcome", m.enrollments)

@@ -210,6 +210,19 @@ func (r *Registry) Reissue(cl *Claim, serial string) (wire.Node, error) {
 	return copyNode(&next), nil
 }
 
+// Postpone gives up a claim that stopped before its checks for the head's
+// own reasons (no port check turn in time): the same agent's retry resumes
+// at step 4, as after a restart.
+func (r *Registry) Postpone(cl *Claim) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := cl.Candidate.CandidateID
+	r.releaseLocked(id)
+	if c := r.candidates[id]; c != nil && isLive(c.State) && c.State != wire.StateEnrolled {
+		r.resumable[id] = true
+	}
+}
+
 // Release ends a claim that did not complete (the candidate is being
 // destroyed), freeing its slot reservation.
 func (r *Registry) Release(cl *Claim) {

@@ -27,7 +27,7 @@ const (
 )
 
 // CheckConfig tunes Check. Zero values mean the defaults above, crypto/rand
-// and a net.Dialer.
+// and a net.Dialer without TCP keep-alive.
 type CheckConfig struct {
 	Concurrency  int           // connections in flight at once
 	DialTimeout  time.Duration // per connection attempt
@@ -55,7 +55,10 @@ func (c CheckConfig) withDefaults() CheckConfig {
 		c.Rand = rand.Reader
 	}
 	if c.Dial == nil {
-		c.Dial = (&net.Dialer{}).DialContext
+		// A check's connection lives for one exchange: keep-alive would be
+		// four setsockopt calls per port for probes never sent, and in an
+		// enrollment storm syscalls are most of the head's CPU.
+		c.Dial = (&net.Dialer{KeepAlive: -1}).DialContext
 	}
 	return c
 }

@@ -2,6 +2,7 @@ package portcheck
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ func listen(host string, ports []int, portKey []byte, log *slog.Logger, deadline
 			l.closeListeners()
 			return nil, fmt.Errorf("portcheck listen port %d: out of range", p)
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		ln, err := listenConfig.Listen(context.Background(), "tcp", net.JoinHostPort(host, strconv.Itoa(p)))
 		if err != nil {
 			l.closeListeners()
 			return nil, fmt.Errorf("portcheck listen port %d: %w", p, err)

@@ -18,7 +18,9 @@
 //	   rental costs; the provider block gains intervals_s, and for the
 //	   docker provider hairpin and per_ip. `agent check` (CheckReport,
 //	   and the guest API's tcb checks) gains ray_version and
-//	   python_version.
+//	   python_version. Later, additive: /enroll may answer 503
+//	   {"error":"busy"} (with Retry-After) when the head had no port check
+//	   turn in time; the agent retries a 5xx with the same request anyway.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

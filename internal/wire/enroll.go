@@ -121,6 +121,7 @@ const (
 	ErrRefused   = "refused"   // 403 before a valid token: same bytes for every cause
 	ErrRejected  = "rejected"  // 403 after a valid token, with a Reason
 	ErrForbidden = "forbidden" // 403 on port B
+	ErrBusy      = "busy"      // 503 from /enroll: no port check turn in time; retry the same request
 
 	ReasonSecurityCheck = "security_check"
 	ReasonGPUCount      = "gpu_count"

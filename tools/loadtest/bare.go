@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"os"
 	"time"
@@ -49,6 +51,8 @@ func runBare(args []string) int {
 		w.Write([]byte(`{"interval_s":30,"action":"none"}` + "\n"))
 	})
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second,
+		// The coordinator's readiness probe connects and hangs up: not news.
+		ErrorLog: log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{kp}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}}
 	fmt.Fprintln(os.Stderr, srv.ListenAndServeTLS("", ""))
 	return 1

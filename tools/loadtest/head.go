@@ -26,6 +26,7 @@ type head struct {
 	cmd          *exec.Cmd
 	adm          *http.Client
 	caPEM        []byte
+	cpus         cpus
 }
 
 func freePort() (string, error) {
@@ -42,7 +43,7 @@ func startHead(o options, idx int) (*head, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &head{dir: dir, state: filepath.Join(dir, "state")}
+	h := &head{dir: dir, state: filepath.Join(dir, "state"), cpus: o.cpus}
 	if out, err := exec.Command(o.head, "init", "--state", h.state, "--ip", "127.0.0.1", "--cluster", "load").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("head init: %v %s", err, out)
 	}
@@ -62,7 +63,7 @@ func startHead(o options, idx int) (*head, error) {
 		"--agent", filepath.Join(dir, "agent"), "--listen-a", h.portA, "--listen-b", h.portB, "--log-level", "warn")
 	h.cmd.Stdout, h.cmd.Stderr = log, log
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a killed loadtest leaves no head behind
-	if err := h.cmd.Start(); err != nil {
+	if err := start(h.cmd, h.cpus.server); err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(h.state, "admin.sock")
@@ -149,7 +150,7 @@ func startBare(h *head) (*bareServer, error) {
 		"--key", filepath.Join(h.state, "head.key"), "--listen", addr)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd, h.cpus.server); err != nil {
 		return nil, err
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

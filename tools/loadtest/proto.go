@@ -31,9 +31,12 @@ type command struct {
 type result struct {
 	Err       string  `json:"err,omitempty"`
 	Latencies []int64 `json:"lat_us,omitempty"` // one per request, microseconds
-	Failures  int     `json:"failures"`
-	Retries   int     `json:"retries"`
-	FirstErr  string  `json:"first_err,omitempty"`
+	// Slow counts the heartbeats over 100 ms by the second of the phase
+	// they were sent in: when the tail happens, not only how long it is.
+	Slow     []int  `json:"slow,omitempty"`
+	Failures int    `json:"failures"`
+	Retries  int    `json:"retries"`
+	FirstErr string `json:"first_err,omitempty"`
 }
 
 type lineConn struct {

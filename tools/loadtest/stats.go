@@ -48,3 +48,17 @@ func retries(rs []result) (n int) {
 	}
 	return n
 }
+
+// slowBySecond adds up the workers' counts of slow heartbeats per second.
+func slowBySecond(rs []result) []int {
+	var out []int
+	for _, r := range rs {
+		for sec, n := range r.Slow {
+			for len(out) <= sec {
+				out = append(out, 0)
+			}
+			out[sec] += n
+		}
+	}
+	return out
+}

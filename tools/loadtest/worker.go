@@ -1,27 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/portcheck"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -30,9 +26,12 @@ import (
 type simNode struct {
 	node
 	key  []byte
-	lns  []net.Listener
+	lns  *portcheck.Listeners
 	cert tls.Certificate
-	hb   *http.Client
+	// hb holds one client per heartbeat target, kept across phases: the
+	// warm-up phase makes the TLS handshakes, so a measured phase times
+	// heartbeats on open connections and not 1,000 handshakes at once.
+	hb map[string]*http.Client
 }
 
 type worker struct {
@@ -80,41 +79,27 @@ func (w *worker) init(cmd command) result {
 	for _, n := range cmd.Nodes {
 		s := &simNode{node: n, key: make([]byte, 32)}
 		rand.Read(s.key)
-		for range wire.PortCount {
-			ln, err := net.Listen("tcp", net.JoinHostPort(n.IP, "0"))
-			if err != nil {
-				return result{Err: fmt.Sprintf("listen %s: %v", n.IP, err)}
-			}
-			s.lns = append(s.lns, ln)
-			go s.answer(ln)
+		// The agent's own listeners (internal/portcheck), so the far side of
+		// each check costs what a real agent's does.
+		lns, err := portcheck.Listen(n.IP, simPorts, s.key, nil)
+		if err != nil {
+			return result{Err: fmt.Sprintf("listen %s: %v", n.IP, err)}
 		}
+		s.lns = lns
 		w.nodes = append(w.nodes, s)
 	}
 	return result{}
 }
 
-// answer plays SPEC §6 step 7 from the candidate's side.
-func (s *simNode) answer(ln net.Listener) {
-	port := ln.Addr().(*net.TCPAddr).Port
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(5 * time.Second))
-			line, err := bufio.NewReader(io.LimitReader(c, 128)).ReadString('\n')
-			nonce, ok := strings.CutPrefix(strings.TrimSpace(line), "RAYVAST-PORTCHECK ")
-			if err != nil || !ok {
-				return
-			}
-			m := hmac.New(sha256.New, s.key)
-			m.Write([]byte(nonce + ":" + strconv.Itoa(port)))
-			c.Write([]byte(hex.EncodeToString(m.Sum(nil)) + "\n"))
-		}()
+// simPorts are every node's 64 ports: the same numbers on each node's own
+// loopback IP.
+var simPorts = func() []int {
+	p := make([]int, wire.PortCount)
+	for i := range p {
+		p[i] = 20000 + i
 	}
-}
+	return p
+}()
 
 func (s *simNode) request() wire.EnrollRequest {
 	ok := wire.Check{OK: true, Detail: "ok"}
@@ -122,9 +107,7 @@ func (s *simNode) request() wire.EnrollRequest {
 		Checks:     wire.Checks{Capabilities: ok, Netns: ok, Shm: ok, Egress: wire.EgressCheck{OK: true, Detail: "ok", IP: s.IP}},
 		RayVersion: "2.53.0", PythonVersion: "3.11.7",
 		PortKey: base64.StdEncoding.EncodeToString(s.key)}
-	for _, ln := range s.lns {
-		req.Ports = append(req.Ports, ln.Addr().(*net.TCPAddr).Port)
-	}
+	req.Ports = simPorts
 	return req
 }
 
@@ -160,10 +143,7 @@ func (w *worker) enroll() result {
 				time.Sleep(time.Second)
 			}
 			lat := time.Since(start)
-			for _, ln := range s.lns {
-				ln.Close()
-			}
-			s.lns = nil
+			s.lns.Close()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -217,13 +197,20 @@ func (w *worker) heartbeats(target string, rate float64, d time.Duration) result
 	var mu sync.Mutex
 	var res result
 	period := time.Duration(float64(len(live)) / rate * float64(time.Second))
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, s := range live {
-		hc := client(s.IP, w.pool, &s.cert, 15*time.Second)
+		hc := s.hb[target]
+		if hc == nil {
+			hc = client(s.IP, w.pool, &s.cert, 15*time.Second)
+			if s.hb == nil {
+				s.hb = map[string]*http.Client{}
+			}
+			s.hb[target] = hc
+		}
 		wg.Go(func() {
-			defer hc.CloseIdleConnections()
 			// Stagger the nodes over one period so the rate is even.
 			t := time.NewTimer(period * time.Duration(i) / time.Duration(len(live)))
 			defer t.Stop()
@@ -234,8 +221,16 @@ func (w *worker) heartbeats(target string, rate float64, d time.Duration) result
 				case <-t.C:
 				}
 				t.Reset(period)
+				sent := time.Since(start)
 				lat, err := heartbeat(hc, "https://"+target+"/heartbeat", s.Instance, seq)
 				mu.Lock()
+				if err == nil && lat > slowHeartbeat {
+					sec := int(sent / time.Second)
+					for len(res.Slow) <= sec {
+						res.Slow = append(res.Slow, 0)
+					}
+					res.Slow[sec]++
+				}
 				if err != nil {
 					res.Failures++
 					if res.FirstErr == "" {
@@ -251,6 +246,9 @@ func (w *worker) heartbeats(target string, rate float64, d time.Duration) result
 	wg.Wait()
 	return res
 }
+
+// slowHeartbeat is the latency counted in result.Slow.
+const slowHeartbeat = 100 * time.Millisecond
 
 func heartbeat(hc *http.Client, url, inst string, seq int64) (time.Duration, error) {
 	body, _ := json.Marshal(wire.Heartbeat{Version: wire.Version, InstanceID: inst, Seq: seq,

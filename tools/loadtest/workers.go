@@ -26,14 +26,14 @@ func startWorkers(h *head, nodes []node, per int) (*workers, error) {
 		return nil, err
 	}
 	g := &workers{nodes: len(nodes)}
-	for start := 0; start < len(nodes); start += per {
-		part := nodes[start:min(start+per, len(nodes))]
+	for from := 0; from < len(nodes); from += per {
+		part := nodes[from:min(from+per, len(nodes))]
 		cmd := exec.Command(self, "worker")
 		in, _ := cmd.StdinPipe()
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		if err := start(cmd, h.cpus.nodes); err != nil {
 			g.quit()
 			return nil, err
 		}
