@@ -52,7 +52,7 @@ func runBare(args []string) int {
 	})
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second,
 		// The coordinator's readiness probe connects and hangs up: not news.
-		ErrorLog: log.New(io.Discard, "", 0),
+		ErrorLog:  log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{kp}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}}
 	fmt.Fprintln(os.Stderr, srv.ListenAndServeTLS("", ""))
 	return 1
