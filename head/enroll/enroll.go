@@ -167,7 +167,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	// Steps 4–8: the token was good; a failure now destroys the candidate.
 	reason, class := s.judge(r.Context(), &req, c, portKey, log)
 	if reason == reasonBusy {
-		return s.postpone(w, cl, log)
+		return s.postpone(w, cl)
 	}
 	if reason == "" { // step 7a, held until the node is recorded or rejected
 		var release func()
@@ -260,7 +260,7 @@ func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Cand
 // time. The candidate keeps its consumed token and stays resumable, so the
 // agent's retry (same token and port_key, SPEC §6 step 2) starts again at
 // step 4; nothing is destroyed or blocklisted.
-func (s *Server) postpone(w http.ResponseWriter, cl *registry.Claim, log *slog.Logger) error {
+func (s *Server) postpone(w http.ResponseWriter, cl *registry.Claim) error {
 	s.cfg.Registry.Postpone(cl)
 	s.cfg.Metrics.Enrollment(metrics.OutcomeBusy)
 	w.Header().Set("Retry-After", "5")
