@@ -1,7 +1,6 @@
 package guestapi
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rayvast/rayvast/agent/hostcheck"
 )
 
 // gpu is one row of the dashboard's GPU block. What the host does not
@@ -104,20 +105,14 @@ func readProcGPUs(root string) []gpu {
 	return out
 }
 
-// parseNvidiaInformation reads the driver's "Key: value" lines (Model, Bus
-// Location; the GPU UUID is left out: it names the host's hardware).
+// parseNvidiaInformation reads the driver's Model line (as the enrollment
+// report reads it: hostcheck.ParseGPUModel) and Bus Location; the GPU UUID
+// is left out: it names the host's hardware.
 func parseNvidiaInformation(s string) gpu {
 	g := unknownGPU()
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		switch strings.TrimSpace(k) {
-		case "Model":
-			g.Model = strings.TrimSpace(v)
-		case "Bus Location":
+	g.Model = hostcheck.ParseGPUModel(s)
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Bus Location" {
 			g.Bus = strings.TrimSpace(v)
 		}
 	}

@@ -45,8 +45,8 @@ func TestParseGPUModel(t *testing.T) {
 		{"Model: " + string(make([]byte, 0)) + "\n", ""},
 		{"Model: " + repeat("A", 300) + "\n", repeat("A", 128)},
 	} {
-		if got := parseGPUModel(c.in); got != c.want {
-			t.Errorf("parseGPUModel(%q) = %q, want %q", c.in, got, c.want)
+		if got := ParseGPUModel(c.in); got != c.want {
+			t.Errorf("ParseGPUModel(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -55,15 +55,16 @@ func gpuModels(cfg Config) []string {
 			models = append(models, "")
 			continue
 		}
-		models = append(models, parseGPUModel(string(b)))
+		models = append(models, ParseGPUModel(string(b)))
 	}
 	return models
 }
 
-// parseGPUModel returns the value of the "Model:" line of an NVIDIA
+// ParseGPUModel returns the value of the "Model:" line of an NVIDIA
 // information file ("Model: \t\t NVIDIA A100-SXM4-80GB"), printable and at
-// most 128 bytes (the wire's bound); "" when there is none.
-func parseGPUModel(info string) string {
+// most 128 bytes (the wire's bound); "" when there is none. The guest API
+// dashboard shows the model through it too, so both say the same.
+func ParseGPUModel(info string) string {
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok || strings.TrimSpace(k) != "Model" {
