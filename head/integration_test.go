@@ -234,7 +234,9 @@ func TestHeadBinary(t *testing.T) {
 	mtext, _ := io.ReadAll(mresp.Body)
 	mresp.Body.Close()
 	for _, want := range []string{`rayvast_enrollments_total{outcome="enrolled"} 1`, `rayvast_heartbeats_total 2`,
-		`rayvast_nodes{state="enrolled"} 1`, `rayvast_nodes{state="ended"} 1`, `rayvast_refusals_total{endpoint="port_b",reason="not_enrolled_or_ended"} 1`} {
+		`rayvast_nodes{state="enrolled"} 1`, `rayvast_nodes{state="ended"} 1`, `rayvast_refusals_total{endpoint="port_b",reason="not_enrolled_or_ended"} 1`,
+		// the port check gate is wired in: idle, nothing running or waiting
+		`rayvast_port_checks{kind="running"} 0`, `rayvast_port_checks{kind="waiting"} 0`} {
 		if !strings.Contains(string(mtext), want+"\n") {
 			t.Errorf("metrics lack %q:\n%s", want, mtext)
 		}
