@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/metrics"
@@ -182,7 +183,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if reason != "" {
-		return s.reject(cl, reason, class, log)
+		return s.reject(cl, &req, reason, class, log)
 	}
 
 	// Step 9: issue and answer.
@@ -267,8 +268,11 @@ func (s *Server) postpone(w http.ResponseWriter, cl *registry.Claim) error {
 	return answer.Errorf(http.StatusServiceUnavailable, wire.ErrBusy, "port checks queued too long; retry with the same request", nil)
 }
 
-func (s *Server) reject(cl *registry.Claim, reason, class string, log *slog.Logger) error {
+func (s *Server) reject(cl *registry.Claim, req *wire.EnrollRequest, reason, class string, log *slog.Logger) error {
 	c := cl.Candidate
+	if err := s.cfg.Registry.Report(cl, reportOf(req)); err != nil {
+		log.Warn("could not record what the rejected agent reported", "err", err)
+	}
 	if class != "" && c.HostID != "" {
 		e := s.cfg.Blocklist.Add(c.HostID, class, reason)
 		log.Warn("host blocklisted", "class", e.Class, "until", e.Until)
@@ -279,6 +283,32 @@ func (s *Server) reject(cl *registry.Claim, reason, class string, log *slog.Logg
 	s.cfg.Metrics.Rejection(reason)
 	return &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrRejected, Reason: reason},
 		Reason: "rejected " + reason, Cause: fmt.Errorf("candidate %s destroyed", c.CandidateID)}
+}
+
+// reportOf is what a rejected agent reported, its check details cut to
+// wire.ReportDetailMax bytes: a hostile host must not fill the store.
+func reportOf(req *wire.EnrollRequest) wire.CheckReport {
+	cut := func(c wire.Check) wire.Check {
+		c.Detail = cutUTF8(c.Detail, wire.ReportDetailMax)
+		return c
+	}
+	ch := req.Checks
+	ch.Capabilities, ch.Netns, ch.Shm = cut(ch.Capabilities), cut(ch.Netns), cut(ch.Shm)
+	ch.Egress.Detail = cutUTF8(ch.Egress.Detail, wire.ReportDetailMax)
+	ch.Egress.IP = cutUTF8(ch.Egress.IP, 64)
+	return wire.CheckReport{Checks: ch, GPUs: req.GPUs, GPUModels: req.GPUModels,
+		RayVersion: cutUTF8(req.RayVersion, 64), PythonVersion: cutUTF8(req.PythonVersion, 64)}
+}
+
+// cutUTF8 is s cut to at most n bytes, on a rune boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func canon(ip string) string {

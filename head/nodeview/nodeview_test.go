@@ -94,3 +94,27 @@ func TestNewSince(t *testing.T) {
 		}
 	}
 }
+
+// TestStoryOfARejectedHost proves `head node` tells what a rejected
+// candidate's agent reported (the failed check with its detail, GPUs,
+// versions), and that a hostile detail reaches the terminal inert.
+func TestStoryOfARejectedHost(t *testing.T) {
+	c := wire.Candidate{CandidateID: "c-rej1", InstanceID: "9100", State: wire.StateEnded, Reason: wire.ReasonSecurityCheck,
+		Reported: &wire.CheckReport{
+			Checks: wire.Checks{Capabilities: wire.Check{OK: true}, Netns: wire.Check{OK: true},
+				Shm:    wire.Check{OK: false, Detail: "shared with the host\x1b[2J"},
+				Egress: wire.EgressCheck{OK: true, IP: "203.0.113.7"}},
+			GPUs: 1, GPUModels: []string{"NVIDIA A100-SXM4-80GB"}, RayVersion: "2.53.0", PythonVersion: "3.11.7"}}
+	var b strings.Builder
+	Story{Match: Match{Candidate: &c}}.Print(&b)
+	out := b.String()
+	for _, want := range []string{"never enrolled", "by its agent at enrollment",
+		"shm FAILED (shared with the host", "egress ok", "1: NVIDIA A100-SXM4-80GB", "2.53.0 / 3.11.7"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("story lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("an escape sequence from the host reached the terminal:\n%q", out)
+	}
+}

@@ -69,6 +69,11 @@ func (s Story) Print(w io.Writer) {
 		line("guest api", fmt.Sprintf("%s:%d", n.PublicIP, n.GuestAPIPort))
 	} else {
 		line("node", "never enrolled")
+		if c := s.Match.Candidate; c != nil && c.Reported != nil {
+			line("reported", "by its agent at enrollment, before the rejection")
+			reportLines(line, c.Reported)
+			line("ray / python", dash(c.Reported.RayVersion)+" / "+dash(c.Reported.PythonVersion))
+		}
 	}
 	s.printInfo(line)
 	tw.Flush()
@@ -84,21 +89,30 @@ func (s Story) printInfo(line func(k, v string)) {
 	case s.Info.TCB == nil || s.Info.TCB.Checks == nil:
 		line("host checks", "not shown by the node (public_tcbinfo off)")
 	default:
-		r := s.Info.TCB.Checks
-		c := r.Checks
-		line("host checks", strings.Join([]string{check("capabilities", c.Capabilities), check("netns", c.Netns),
-			check("shm", c.Shm), check("egress", wire.Check{OK: c.Egress.OK, Detail: c.Egress.Detail})}, ", "))
-		gpus := fmt.Sprintf("%d", r.GPUs)
-		if len(r.GPUModels) > 0 {
-			gpus += ": " + strings.Join(r.GPUModels, ", ")
-		}
-		line("gpus", gpus)
+		reportLines(line, s.Info.TCB.Checks)
 		line("agent sha256", s.Info.TCB.AgentSHA256)
 	}
 	if s.Info != nil {
 		line("switches", fmt.Sprintf("public_logs=%t public_sysinfo=%t public_tcbinfo=%t",
 			s.Info.PublicLogs, s.Info.PublicSysinfo, s.Info.PublicTCBInfo))
 	}
+}
+
+// reportLines prints host checks and GPUs, as a node's guest API shows
+// them or as a rejected agent reported them.
+func reportLines(line func(k, v string), r *wire.CheckReport) {
+	c := r.Checks
+	egress := wire.Check{OK: c.Egress.OK, Detail: c.Egress.Detail}
+	if c.Egress.IP != "" {
+		egress.Detail = strings.TrimSpace(egress.Detail + " ip " + c.Egress.IP)
+	}
+	line("host checks", strings.Join([]string{check("capabilities", c.Capabilities), check("netns", c.Netns),
+		check("shm", c.Shm), check("egress", egress)}, ", "))
+	gpus := fmt.Sprintf("%d", r.GPUs)
+	if len(r.GPUModels) > 0 {
+		gpus += ": " + strings.Join(r.GPUModels, ", ")
+	}
+	line("gpus", gpus)
 }
 
 func (s Story) printLog(w io.Writer) {

@@ -210,6 +210,28 @@ func (r *Registry) Reissue(cl *Claim, serial string) (wire.Node, error) {
 	return copyNode(&next), nil
 }
 
+// Report records, before a rejection, what the claim's agent reported, so
+// `head node` can tell why a host was refused. A failed write is logged by
+// the caller and changes nothing: the rejection goes on.
+func (r *Registry) Report(cl *Claim, rep wire.CheckReport) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := cl.Candidate.CandidateID
+	r.begin(id)
+	defer r.end(id)
+	c := r.candidates[id]
+	if c == nil {
+		return fmt.Errorf("report: %w: candidate gone", ErrConflict)
+	}
+	next := *c
+	next.Reported = &rep
+	if err := r.commit("report", func(w writer) error { return w.putCandidate(&next) }); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	r.setCandidate(&next)
+	return nil
+}
+
 // Postpone gives up a claim that stopped before its checks for the head's
 // own reasons (no port check turn in time): the same agent's retry resumes
 // at step 4, as after a restart.

@@ -53,4 +53,12 @@ type Candidate struct {
 	// RentedAt is when its instance was recorded (billing starts).
 	DPHTotal float64    `json:"dph_total,omitempty"`
 	RentedAt *time.Time `json:"rented_at,omitempty"`
+	// Reported is what the candidate's agent reported when it was rejected
+	// after proving its token (SPEC §6 steps 4–8): its host checks, GPUs and
+	// versions, for `head node`. Check details are cut to ReportDetailMax
+	// bytes; it came from the host, so it is shown made inert.
+	Reported *CheckReport `json:"reported,omitempty"`
 }
+
+// ReportDetailMax bounds each check detail kept in Candidate.Reported.
+const ReportDetailMax = 256

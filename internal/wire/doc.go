@@ -21,6 +21,7 @@
 //	   python_version. Later, additive: /enroll may answer 503
 //	   {"error":"busy"} (with Retry-After) when the head had no port check
 //	   turn in time; the agent retries a 5xx with the same request anyway.
+//	   Admin API candidates gain reported: a rejected agent's checks.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

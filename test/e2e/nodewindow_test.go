@@ -69,8 +69,9 @@ func TestNodeWindow(t *testing.T) {
 	}
 	t.Logf("head node %s:\n%s", onID, out)
 	out, code = c.headCmd("node", "--state", c.state, bad.CandidateID)
-	if code != 0 || !strings.Contains(out, "ended") || !strings.Contains(out, "security") || !strings.Contains(out, "never enrolled") {
-		t.Errorf("head node of the refused candidate: exit %d:\n%s\nwant its end, the security reason and 'never enrolled'", code, out)
+	if code != 0 || !strings.Contains(out, "ended") || !strings.Contains(out, "security") || !strings.Contains(out, "never enrolled") ||
+		!strings.Contains(out, "by its agent at enrollment") || !strings.Contains(out, "FAILED") {
+		t.Errorf("head node of the refused candidate: exit %d:\n%s\nwant its end, the security reason, 'never enrolled' and the failed check its agent reported", code, out)
 	}
 	if out, code = c.headCmd("node", "--state", c.state, "nosuchnode"); code != 1 || !strings.Contains(out, "no candidate or node matches") {
 		t.Errorf("head node of an unknown name: exit %d: %s", code, out)
