@@ -14,6 +14,7 @@ import (
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/ctxsleep"
 	"github.com/rayvast/rayvast/internal/portcheck"
 )
 
@@ -58,20 +59,15 @@ func pruneEnded(ctx context.Context, reg *registry.Registry, retention time.Dura
 	if retention <= 0 {
 		retention = registry.DefaultRetention // a caller that left it unset must not prune everything
 	}
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
+	prune := func() {
 		n, err := reg.Prune(retention)
 		if err != nil {
 			log.Warn("prune ended candidates", "err", err)
 		}
 		m.Pruned(n)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	prune()
+	ctxsleep.Every(ctx, time.Hour, prune)
 }
 
 // crashEnv names a registry hook point at which head serve kills itself

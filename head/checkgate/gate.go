@@ -24,6 +24,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/ctxsleep"
 )
 
 // Defaults for the zero values of Config, chosen with tools/loadtest --pin
@@ -153,16 +155,7 @@ func (g *Gate) Run(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			g.Tick()
-		}
-	}
+	ctxsleep.Every(ctx, interval, g.Tick)
 }
 
 // Stats is a snapshot for /metrics and the log.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/ctxsleep"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -20,18 +21,9 @@ type HealthChecker interface {
 // node a fresh grace first (StallWatch).
 func (s *Server) WatchLost(ctx context.Context, destroy func(candidateID, reason string)) {
 	period := max(s.cfg.Interval/4, 50*time.Millisecond)
-	t := time.NewTicker(period)
-	defer t.Stop()
 	w, start := NewStallWatch(period), time.Now()
 	s.SweepAt(w, time.Now(), 0, destroy)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.SweepAt(w, time.Now(), time.Since(start), destroy)
-		}
-	}
+	ctxsleep.Every(ctx, period, func() { s.SweepAt(w, time.Now(), time.Since(start), destroy) })
 }
 
 // SweepAt runs one lost sweep at a tick of w (wall and monotonic time).
@@ -63,16 +55,7 @@ func (s *Server) SweepLost(destroy func(candidateID, reason string)) {
 // PollHealth polls every enrolled node that sent a health token, once per
 // interval, until ctx ends.
 func (s *Server) PollHealth(ctx context.Context, hc HealthChecker, threshold int) {
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.PollOnce(ctx, hc, threshold)
-		}
-	}
+	ctxsleep.Every(ctx, s.cfg.Interval, func() { s.PollOnce(ctx, hc, threshold) })
 }
 
 // PollOnce polls every enrolled node once, a few at a time.

@@ -20,6 +20,7 @@ import (
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/rentals"
+	"github.com/rayvast/rayvast/internal/ctxsleep"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -147,18 +148,13 @@ func (l *Loop) Run(ctx context.Context) {
 			l.cfg.Log.Info("reconcile: removed the down marker of an earlier head down")
 		}
 	}
-	t := time.NewTicker(l.cfg.Every)
-	defer t.Stop()
-	for {
+	tick := func() {
 		if _, err := l.Tick(ctx); err != nil && ctx.Err() == nil {
 			l.cfg.Log.Warn("reconcile", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
+	tick()
+	ctxsleep.Every(ctx, l.cfg.Every, tick)
 }
 
 // Result says what one tick did.
