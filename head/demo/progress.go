@@ -31,8 +31,12 @@ type row struct {
 	created                                 time.Time
 }
 
-// buildRows joins the head's view (candidates, nodes) with Docker's.
-func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]container, unsafe map[string]bool, now time.Time) []row {
+// buildRows joins the head's view (candidates, nodes) with Docker's. A
+// node counts as running Ray only once a heartbeat at least settle after
+// its enrollment still says running with no restart: Ray that dies in its
+// first second (no shim behind the NAT) is reported running by the first
+// heartbeat, and a demo that stopped there would call it a success.
+func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]container, unsafe map[string]bool, now time.Time, settle time.Duration) []row {
 	byInstance := map[string]wire.Node{}
 	for _, n := range nodes {
 		byInstance[n.InstanceID] = n
@@ -66,10 +70,21 @@ func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]contai
 			switch {
 			case !ok:
 				r.Step = "enrolled"
-			case n.Ray.State == wire.RayRunning:
+			case n.Ray.Restarts > 0:
+				r.Step = fmt.Sprintf("Ray restarted %d time", n.Ray.Restarts)
+				if n.Ray.Restarts > 1 {
+					r.Step += "s"
+				}
+				if n.Ray.ExitCode != nil {
+					r.Step += fmt.Sprintf(" (last exit code %d)", *n.Ray.ExitCode)
+				}
+				r.Done = true
+			case n.Ray.State == wire.RayRunning && n.LastHeartbeat != nil && n.LastHeartbeat.Sub(n.EnrolledAt) >= settle:
 				r.Step = "Ray running" + heartbeatAge(n, now)
 				r.Node, r.Done = true, true
 				end = n.EnrolledAt
+			case n.Ray.State == wire.RayRunning:
+				r.Step = "Ray started, waiting a heartbeat interval to see it stay up"
 			default:
 				r.Step = "Ray " + n.Ray.State + heartbeatAge(n, now)
 			}

@@ -26,7 +26,7 @@ func TestBuildRows(t *testing.T) {
 	}
 	nodes := []wire.Node{{InstanceID: "rv-c", Ray: wire.RayStatus{State: wire.RayRunning}, LastHeartbeat: &hb, EnrolledAt: t0.Add(9 * time.Second)}}
 	ctrs := map[string]container{"b": {State: "running", LastLog: "enrolling"}, "e": {State: "exited", ExitCode: 1}}
-	rows := buildRows(cands, nodes, ctrs, map[string]bool{"d": true}, now)
+	rows := buildRows(cands, nodes, ctrs, map[string]bool{"d": true}, now, 5*time.Second)
 	want := []struct {
 		step    string
 		done    bool
@@ -116,7 +116,7 @@ func TestBuildRowsInert(t *testing.T) {
 	nodes := []wire.Node{{InstanceID: "rv-c", Ray: wire.RayStatus{State: "exited" + evil}}}
 	ctrs := map[string]container{"b": {State: "dead" + evil, LastLog: "log" + evil}}
 	var b strings.Builder
-	rows := buildRows(cands, nodes, ctrs, nil, t0)
+	rows := buildRows(cands, nodes, ctrs, nil, t0, 5*time.Second)
 	renderTable(&b, rows)
 	for _, r := range rows {
 		b.WriteString(strings.Join([]string{r.ID, r.NodeType, r.Instance, r.IP, r.State, r.Step}, " "))
@@ -134,5 +134,41 @@ func TestInertArgs(t *testing.T) {
 	got := fmt.Sprintf("%s %v %s %d %.1f", inertArgs([]any{"a\x1b[2J", errors.New("e\nforged"), time.Duration(1500) * time.Millisecond, 7, 1.25})...)
 	if want := "a?[2J e?forged 1.5s 7 1.2"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestRayMustStayUp proves the demo calls a node a success only when a
+// heartbeat a whole settle time after enrollment still says Ray runs with
+// no restart: Ray reported running by the first heartbeat and dead a second
+// later (no shim behind the NAT) is not "as designed".
+func TestRayMustStayUp(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	enrolled := t0.Add(2 * time.Second)
+	early, late := enrolled.Add(time.Second), enrolled.Add(6*time.Second)
+	exit := 1
+	cands := []wire.Candidate{
+		{CandidateID: "early", State: wire.StateEnrolled, InstanceID: "i1", CreatedAt: t0},
+		{CandidateID: "late", State: wire.StateEnrolled, InstanceID: "i2", CreatedAt: t0},
+		{CandidateID: "restarted", State: wire.StateEnrolled, InstanceID: "i3", CreatedAt: t0},
+	}
+	nodes := []wire.Node{
+		{InstanceID: "i1", EnrolledAt: enrolled, LastHeartbeat: &early, Ray: wire.RayStatus{State: wire.RayRunning}},
+		{InstanceID: "i2", EnrolledAt: enrolled, LastHeartbeat: &late, Ray: wire.RayStatus{State: wire.RayRunning}},
+		{InstanceID: "i3", EnrolledAt: enrolled, LastHeartbeat: &late, Ray: wire.RayStatus{State: wire.RayRunning, Restarts: 4, ExitCode: &exit}},
+	}
+	rows := buildRows(cands, nodes, nil, nil, late, 5*time.Second)
+	for _, c := range []struct {
+		i          int
+		step       string
+		done, node bool
+	}{
+		{0, "Ray started, waiting", false, false},
+		{1, "Ray running", true, true},
+		{2, "Ray restarted 4 times (last exit code 1)", true, false},
+	} {
+		r := rows[c.i]
+		if !strings.HasPrefix(r.Step, c.step) || r.Done != c.done || r.Node != c.node {
+			t.Errorf("%s: step %q done=%v node=%v, want %q… done=%v node=%v", r.ID, r.Step, r.Done, r.Node, c.step, c.done, c.node)
+		}
 	}
 }

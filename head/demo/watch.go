@@ -30,7 +30,7 @@ func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]
 			return rows, err
 		}
 		nodes, _ := admin.nodes(ctx)
-		rows = buildRows(ours(cands, unsafe), nodes, d.containers(ctx), unsafe, d.now())
+		rows = buildRows(ours(cands, unsafe), nodes, d.containers(ctx), unsafe, d.now(), time.Duration(d.o.interval)*time.Second)
 		if tty {
 			if drawn > 0 {
 				fmt.Fprintf(d.out, "\x1b[%dA", drawn)
@@ -47,8 +47,8 @@ func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]
 			// A log or a pipe: one line per change.
 			for _, r := range rows {
 				key := r.State + "|" + r.Step
-				if strings.HasPrefix(r.Step, "Ray running") {
-					key = r.State + "|Ray running"
+				if strings.HasPrefix(r.Step, "Ray running") || strings.HasPrefix(r.Step, "Ray started") {
+					key = r.State + "|" + r.Step[:11]
 				}
 				if last[r.ID] != key {
 					last[r.ID] = key

@@ -66,3 +66,31 @@ func TestDemo(t *testing.T) {
 		t.Errorf("after the demo: %d containers, %d networks left (%v %v)", len(cs), len(ns), err, err2)
 	}
 }
+
+// TestDemoWithoutShim proves the shim is what keeps Ray alive behind vast's
+// NAT, and that the demo says so instead of calling it a success: with
+// `--shim none` the nodes enroll, their stand-in Ray dies at once (its
+// node IP is on no interface) and restarts, and the demo ends "Not as
+// designed" with exit 1, naming the restarts.
+func TestDemoWithoutShim(t *testing.T) {
+	needSuite(t)
+	cluster := fmt.Sprintf("%snoshim-%d", clusterPrefix, time.Now().UnixNano()%1e6)
+	t.Cleanup(func() {
+		_ = docker.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
+	})
+	out, errOut := &rvtest.Buffer{}, &rvtest.Buffer{}
+	code := demo.Run(context.Background(), []string{"--cluster", cluster, "--head", suite.head, "--agent", suite.agent,
+		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"), "--fakeray", filepath.Join(suite.repo, "test", "fakeray"),
+		"--heartbeat-interval", "2", "--timeout", "2m", "--no-wait", "--serve-arg=--shim", "--serve-arg=none"}, out, errOut)
+	text := out.String()
+	t.Logf("demo output:\n%s\nstderr:\n%s", text, errOut.String())
+	if code != 1 || !strings.Contains(text, "Not as designed") {
+		t.Errorf("demo without the shim: exit %d, want 1 and 'Not as designed'", code)
+	}
+	if n := strings.Count(text, "Ray restarted"); n < 2 {
+		t.Errorf("summary names Ray restarts on %d nodes, want both safe nodes", n)
+	}
+	if strings.Count(text, "[UNEXPECTED]") != 2 || strings.Count(text, "[ok]") != 1 {
+		t.Errorf("want the two nodes UNEXPECTED and the refused unsafe candidate [ok]")
+	}
+}
