@@ -108,13 +108,6 @@ class Run:
         self.save()
         return code
 
-    def note_ignored(self):
-        """Copy the SIGTERMs the handler ignored into the record; True when new."""
-        if len(self.ignored) == len(self.rec.get("ignored", [])):
-            return False
-        self.rec["ignored"] = list(self.ignored)
-        return True
-
     def on_signal(self, signum, _frame):
         """Only note the signal: the --block loop acts on it. Stopping here
         could deadlock: the handler may interrupt Popen.poll() while it
