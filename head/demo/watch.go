@@ -47,8 +47,8 @@ func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]
 			// A log or a pipe: one line per change.
 			for _, r := range rows {
 				key := r.State + "|" + r.Step
-				if strings.HasPrefix(r.Step, "Ray running") || strings.HasPrefix(r.Step, "Ray started") {
-					key = r.State + "|" + r.Step[:11]
+				if strings.HasPrefix(r.Step, "Ray running") { // its heartbeat age ticks: not a change
+					key = r.State + "|Ray running"
 				}
 				if last[r.ID] != key {
 					last[r.ID] = key
