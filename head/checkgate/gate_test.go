@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// pressure is a scripted Pressure: each Tick reads the next value.
+// pressure is a scripted Pressure: every Tick reads what the test set.
 type pressure struct {
 	p  time.Duration
 	ok bool

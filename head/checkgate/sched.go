@@ -14,7 +14,7 @@ const schedMetric = "/sched/latencies:seconds"
 // latencies recorded since its previous call.
 func SchedLatency() func() (time.Duration, bool) {
 	var mu sync.Mutex
-	var prev []uint64
+	var prev, delta []uint64 // kept across calls: it runs every 50 ms for the head's life
 	s := []metrics.Sample{{Name: schedMetric}}
 	return func() (time.Duration, bool) {
 		mu.Lock()
@@ -24,12 +24,9 @@ func SchedLatency() func() (time.Duration, bool) {
 			return 0, false // not this runtime: the gate then only grows
 		}
 		h := s[0].Value.Float64Histogram()
-		delta := make([]uint64, len(h.Counts))
-		for i, c := range h.Counts {
-			delta[i] = c
-			if i < len(prev) {
-				delta[i] -= prev[i]
-			}
+		delta = append(delta[:0], h.Counts...)
+		for i := range min(len(prev), len(delta)) {
+			delta[i] -= prev[i]
 		}
 		prev = append(prev[:0], h.Counts...)
 		return quantile(delta, h.Buckets, 0.99)
