@@ -9,6 +9,7 @@
 //	head node   --state DIR NODE
 //	head down   --state DIR [--config FILE] [--provider none|docker|vast]
 //	head ray-head-cert --state DIR --ip IP --out DIR
+//	head ray-env [--version V] [--wheels DIR] [--dir DIR]
 //	head demo   [flags]
 //	head version
 package main
@@ -36,6 +37,7 @@ commands:
   down     end the cluster: every candidate and every rental the provider lists
   ray-head-cert
            write the TLS files and token file the Ray head needs, print its env
+  ray-env  make (or find) a Python venv with real Ray; print its Python
   version  print the SHA-256 of this binary and of the agent built into it
   demo     try the whole flow on this machine's Docker Engine: 3 candidates, one unsafe
 
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runNode(ctx, args[1:], stdout, stderr)
 	case "ray-head-cert":
 		return runRayHeadCert(args[1:], stdout, stderr)
+	case "ray-env":
+		return runRayEnv(ctx, args[1:], stdout, stderr)
 	case "down":
 		return runDown(ctx, args[1:], stdout, stderr)
 	case "demo":

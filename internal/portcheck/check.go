@@ -1,6 +1,7 @@
 package portcheck
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -192,9 +193,7 @@ func checkPort(ctx context.Context, cfg CheckConfig, ip string, port int, nonce 
 		}
 		return classify(ctx, port, KindWrite, err)
 	}
-	// The reply is the whole stream: one line, then the agent closes. Read
-	// one byte past it at most, so a peer sending megabytes costs nothing.
-	reply, err := io.ReadAll(io.LimitReader(conn, replyLen+1))
+	reply, err := readReply(conn)
 	switch {
 	case len(reply) > replyLen:
 		return &Error{Port: port, Kind: KindExtra}
@@ -215,6 +214,32 @@ func checkPort(ctx context.Context, cfg CheckConfig, ip string, port int, nonce 
 		return &Error{Port: port, Kind: KindWrongMAC}
 	}
 	return nil
+}
+
+// readReply reads the agent's one line: up to its newline, one byte past
+// a whole reply at most (so a peer sending megabytes costs nothing), or to
+// EOF. It does not wait for the agent to close: the head closes first (the
+// deferred Close), so the TCP TIME_WAIT of each connection stays on the
+// head's ephemeral port. Were the agent to close first, each of its 64 ports
+// would sit in TIME_WAIT for a minute after enrollment, and Ray's raylet,
+// which checks a worker port by binding it without SO_REUSEADDR, would find
+// every port taken (its first workers die: "No available ports").
+func readReply(conn net.Conn) ([]byte, error) {
+	buf := make([]byte, replyLen+1)
+	n := 0
+	var err error
+	for n < len(buf) && bytes.IndexByte(buf[:n], '\n') < 0 {
+		var m int
+		m, err = conn.Read(buf[n:])
+		n += m
+		if err != nil {
+			break
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return buf[:n], err
 }
 
 // peerGone reports whether err means the peer closed or reset the connection.

@@ -184,7 +184,12 @@ func (l *Listeners) answer(c net.Conn, port int) {
 	}
 	if _, err := io.WriteString(c, Response(l.key.Reveal(), nonce, port)+"\n"); err != nil {
 		l.log.Debug("portcheck reply", "port", port, "err", err)
+		return
 	}
+	// Wait for the head to close first (within the same deadline), so the
+	// connection's TIME_WAIT is the head's and not on this port: Ray binds
+	// its worker ports without SO_REUSEADDR right after enrollment.
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, maxChallengeRead))
 }
 
 // readLine reads from r up to and including the first newline, at most max

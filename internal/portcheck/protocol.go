@@ -2,8 +2,9 @@
 // each of a candidate's 64 ports reaches the candidate's own agent.
 //
 // The head connects to every port and sends "RAYVAST-PORTCHECK <nonce>\n";
-// the agent answers "<hex HMAC-SHA256(port_key, "<nonce>:<port>")>\n" and
-// closes. A fresh nonce per port and the port inside the MAC mean an answer
+// the agent answers "<hex HMAC-SHA256(port_key, "<nonce>:<port>")>\n". The
+// head closes first, once it has the line; the agent closes when it sees the
+// head's close (so no port of the agent is left in TCP TIME_WAIT). A fresh nonce per port and the port inside the MAC mean an answer
 // cannot be replayed on another port or in another check, and only a holder
 // of the port_key sent at enrollment can answer at all.
 //
