@@ -157,6 +157,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
 			Firewall:    f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
 			MaxDPHTotal: cfg.MaxDPHTotal,
+			RayScales:   cfg.Autoscaler != nil,
 			Log:         log.With("part", "reconcile")})
 		if err != nil {
 			ls.close()

@@ -143,8 +143,11 @@ type upRun struct {
 	log    *slog.Logger
 	stderr io.Writer
 
-	rayDone  chan struct{} // closed when the Ray head's supervisor returns; nil: none started
-	listened atomic.Bool   // serving got as far as its ports (past the state dir's lock)
+	rayDone chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+	// autoscalerYAML is STATE/autoscaler.yaml once written for the Ray
+	// head's autoscaler ("" when the autoscaler is off).
+	autoscalerYAML string
+	listened       atomic.Bool // serving got as far as its ports (past the state dir's lock)
 }
 
 func (r *upRun) run(ctx context.Context) int {
@@ -214,7 +217,18 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 				r.p.step("Ray head: run elsewhere, at %s (--no-ray-head)", r.cfg.Ray.HeadAddress)
 				return nil
 			}
-			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, r.log)
+			var as *autoscaling
+			if r.cfg.Autoscaler != nil {
+				// The monitor reads the config when the Ray head starts; the
+				// admin socket it names listens a moment later.
+				var err error
+				if as, err = writeAutoscaling(r.st, r.cfg); err != nil {
+					return err
+				}
+				r.autoscalerYAML = as.config
+				r.p.step("Ray autoscaler: on (config %s); Ray decides how many nodes run", as.config)
+			}
+			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, as, r.log)
 			if err != nil {
 				return err
 			}
@@ -226,10 +240,12 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 		listening: func(a, b, sock string) {
 			r.listened.Store(true)
 			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
-			if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
-				r.log.Warn("autoscaler yaml", "err", err)
-			} else {
-				r.p.step("Ray autoscaler config: %s", path)
+			if r.autoscalerYAML == "" {
+				if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
+					r.log.Warn("autoscaler yaml", "err", err)
+				} else {
+					r.p.step("Ray autoscaler config: %s", path)
+				}
 			}
 			go r.p.watch(ctx, sock, r.st.Dir)
 		},
@@ -280,7 +296,8 @@ func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), erro
 
 // startRayHead writes (once) the Ray head's TLS and token files into
 // STATE/ray-head and starts its supervisor.
-func startRayHead(st *statedir.State, python, address string, log *slog.Logger) (*rayhead.Run, error) {
+// With as set, Ray's autoscaler runs on the Ray head with the plugin.
+func startRayHead(st *statedir.State, python, address string, as *autoscaling, log *slog.Logger) (*rayhead.Run, error) {
 	files, err := rayHeadFilesOnce(st, time.Now())
 	if err != nil {
 		return nil, err
@@ -291,8 +308,13 @@ func startRayHead(st *statedir.State, python, address string, log *slog.Logger) 
 	if python == "" {
 		python = "python3"
 	}
-	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address),
-		Env:     rayhead.Env(os.Environ(), rayhead.Files{CA: files.ca, Cert: files.cert, Key: files.key, Token: files.token}),
+	argv := rayhead.Command(python, address)
+	env := rayhead.Env(os.Environ(), rayhead.Files{CA: files.ca, Cert: files.cert, Key: files.key, Token: files.token})
+	if as != nil {
+		argv = rayhead.WithAutoscaler(argv, as.config)
+		env = rayhead.WithPythonPath(env, as.pluginDir)
+	}
+	sup, err := rayhead.New(rayhead.Config{Command: argv, Env: env,
 		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {

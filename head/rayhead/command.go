@@ -52,3 +52,27 @@ func Env(base []string, f Files) []string {
 	}
 	return out
 }
+
+// WithAutoscaler is argv with Ray's autoscaler turned on: the monitor the
+// Ray head runs reads the cluster config at path (STATE/autoscaler.yaml)
+// and loads the plugin it names from the Ray head's PYTHONPATH.
+func WithAutoscaler(argv []string, path string) []string {
+	return append(append([]string(nil), argv...), "--autoscaling-config="+path)
+}
+
+// WithPythonPath is env with dir first on PYTHONPATH, the rest kept after
+// it (the stand-in Ray of the tests is found there too).
+func WithPythonPath(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	val := dir
+	for _, kv := range env {
+		if rest, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
+			if rest != "" {
+				val = dir + ":" + rest
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "PYTHONPATH="+val)
+}

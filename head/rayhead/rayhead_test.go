@@ -127,3 +127,35 @@ func TestCommandAndEnv(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestAutoscalerCommand: with Ray's autoscaler on, the Ray head gets
+// --autoscaling-config and the plugin's dir first on its PYTHONPATH, the
+// PYTHONPATH it had kept after it.
+func TestAutoscalerCommand(t *testing.T) {
+	argv := WithAutoscaler(Command("py", "10.0.0.1:6379"), "/s/autoscaler.yaml")
+	if got := argv[len(argv)-1]; got != "--autoscaling-config=/s/autoscaler.yaml" {
+		t.Errorf("last arg = %q, want --autoscaling-config=/s/autoscaler.yaml", got)
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"A=1"}, "PYTHONPATH=/s/plugin"},
+		{[]string{"PYTHONPATH=/fake", "A=1"}, "PYTHONPATH=/s/plugin:/fake"},
+		{[]string{"PYTHONPATH="}, "PYTHONPATH=/s/plugin"},
+	} {
+		got := WithPythonPath(c.env, "/s/plugin")
+		n := 0
+		for _, kv := range got {
+			if strings.HasPrefix(kv, "PYTHONPATH=") {
+				n++
+				if kv != c.want {
+					t.Errorf("%v: %s, want %s", c.env, kv, c.want)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%v: %d PYTHONPATH entries, want 1: %v", c.env, n, got)
+		}
+	}
+}

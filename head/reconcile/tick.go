@@ -17,7 +17,7 @@ import (
 // down, all), scale each node type, destroy leaked rentals, sync the
 // firewall.
 func (l *Loop) Tick(ctx context.Context) (Result, error) {
-	p := &pass{l: l, ctx: ctx, res: Result{Created: map[string]int{}, Ended: map[string]string{}}}
+	p := &pass{l: l, ctx: ctx, res: Result{Created: map[string]int{}, Ended: map[string]string{}}, failedSeen: map[string]bool{}}
 	p.down = l.cfg.DownFile != "" && exists(l.cfg.DownFile)
 	p.res.Down = p.down
 	// Rentals first, candidates second: a candidate is made before its
@@ -32,8 +32,13 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	l.forgetSpares(p.live)
 	if !p.down {
 		for _, n := range sortedKeys(l.cfg.NodeTypes) {
-			p.scale(n, cands)
+			if l.cfg.RayScales {
+				p.replaceFailed(n, cands)
+			} else {
+				p.scale(n, cands)
+			}
 		}
+		p.forgetReplaced()
 	}
 	p.destroyLeaks(rentals)
 	p.syncFirewall()
@@ -50,6 +55,8 @@ type pass struct {
 	now   time.Time
 	types map[string]*tally
 	live  map[string]wire.Candidate
+	// failedSeen: failed candidates listed in this pass (RayScales).
+	failedSeen map[string]bool
 }
 
 // listRentals lists the provider's rentals when a sweep is due (every
@@ -102,6 +109,7 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 		p.end(c, ReasonLost)
 		t.failed++
 		t.failLong(ReasonLost)
+		p.noteFailure(t, c, true)
 	case wire.StatePending, wire.StateRented, wire.StateRunning:
 		switch {
 		case p.down:
@@ -110,6 +118,7 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 			p.end(c, ReasonEnrollTimeout)
 			t.failed++
 			t.failLong(ReasonEnrollTimeout)
+			p.noteFailure(t, c, true)
 		default:
 			t.inflight = append(t.inflight, c)
 			p.live[c.CandidateID] = c
@@ -124,6 +133,7 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 	case wire.StateEnded:
 		if !notFailures[c.Reason] && p.now.Sub(c.UpdatedAt) < cfg.FailureWindow {
 			t.failed++
+			p.noteFailure(t, c, false)
 		}
 		if !notFailures[c.Reason] && p.now.Sub(c.UpdatedAt) < cfg.PauseWindow {
 			t.failLong(c.Reason) // ray_version included: a wrong image fails every rental alike

@@ -55,7 +55,8 @@ func samples() map[string]any {
 		"config": Config{Cluster: "c", Ray: RayHead{HeadAddress: "198.51.100.1:6379", Version: "2.53.0", PythonVersion: "3.11"},
 			NodeTypes: map[string]NodeType{"gpu1": {GPUs: 1, GPUModel: "A100", CPUs: 8, MaxWorkers: 2, Resources: map[string]float64{}, Labels: map[string]string{}}},
 			GuestAPI:  GuestAPIPolicy{AnonymousScopes: []string{}, ExternalIssuers: []Issuer{}},
-			Provider:  &ProviderConfig{Kind: "vast", Image: "rayproject/ray:2.53.0-gpu", NodeTypes: map[string]OfferSpec{"gpu1": {GPUName: "RTX 4090", MaxDPH: 0.5}}}, MaxDPHTotal: 2},
+			Provider:  &ProviderConfig{Kind: "vast", Image: "rayproject/ray:2.53.0-gpu", NodeTypes: map[string]OfferSpec{"gpu1": {GPUName: "RTX 4090", MaxDPH: 0.5}}}, MaxDPHTotal: 2,
+			Autoscaler: &AutoscalerConfig{IdleTimeoutMinutes: 5}},
 		"app_file":   AppFile{AppID: "app", AppRootKey: "key", PublicTCBInfo: true},
 		"sys_config": SysConfig{GuestAgentAPI: &GuestAPIPolicy{AnonymousScopes: []string{"guest:version"}}},
 	}

@@ -54,20 +54,46 @@ except ImportError:  # pragma: no cover - exercised only without Ray
 
 logger = logging.getLogger(__name__)
 
-# Ray's tag names (ray.autoscaler.tags), spelled out so the module works
-# without Ray.
-TAG_RAY_NODE_KIND = "ray-node-kind"
-TAG_RAY_USER_NODE_TYPE = "ray-user-node-type"
-TAG_RAY_NODE_STATUS = "ray-node-status"
-TAG_RAY_NODE_NAME = "ray-node-name"
-NODE_KIND_WORKER = "worker"
-NODE_KIND_HEAD = "head"
+try:  # Ray's own tag names and statuses: what its autoscalers read.
+    from ray.autoscaler import tags as _ray_tags
+except ImportError:  # pragma: no cover - exercised only without Ray
+    _ray_tags = None
+
+# What Ray 2.52-2.60's ray.autoscaler.tags says, used only without Ray
+# (test_ray_names checks each against the real module). Ray's key for a
+# node's kind is "ray-node-type" ("for legacy reasons", says its tags.py).
+RAY_TAGS_WITHOUT_RAY = {
+    "TAG_RAY_NODE_KIND": "ray-node-type",
+    "TAG_RAY_USER_NODE_TYPE": "ray-user-node-type",
+    "TAG_RAY_NODE_STATUS": "ray-node-status",
+    "TAG_RAY_NODE_NAME": "ray-node-name",
+    "NODE_KIND_WORKER": "worker",
+    "NODE_KIND_HEAD": "head",
+    "STATUS_UP_TO_DATE": "up-to-date",
+    "STATUS_UNINITIALIZED": "uninitialized",
+    "STATUS_WAITING_FOR_SSH": "waiting-for-ssh",
+    "STATUS_UPDATE_FAILED": "update-failed",
+}
+
+
+def _ray_name(name):
+    if _ray_tags is not None and hasattr(_ray_tags, name):
+        return getattr(_ray_tags, name)
+    return RAY_TAGS_WITHOUT_RAY[name]
+
+
+TAG_RAY_NODE_KIND = _ray_name("TAG_RAY_NODE_KIND")
+TAG_RAY_USER_NODE_TYPE = _ray_name("TAG_RAY_USER_NODE_TYPE")
+TAG_RAY_NODE_STATUS = _ray_name("TAG_RAY_NODE_STATUS")
+TAG_RAY_NODE_NAME = _ray_name("TAG_RAY_NODE_NAME")
+NODE_KIND_WORKER = _ray_name("NODE_KIND_WORKER")
+NODE_KIND_HEAD = _ray_name("NODE_KIND_HEAD")
+STATUS_UP_TO_DATE = _ray_name("STATUS_UP_TO_DATE")
+STATUS_UNINITIALIZED = _ray_name("STATUS_UNINITIALIZED")
+STATUS_WAITING_FOR_SSH = _ray_name("STATUS_WAITING_FOR_SSH")
+STATUS_UPDATE_FAILED = _ray_name("STATUS_UPDATE_FAILED")
 HEAD_NODE_ID = "head"  # the Ray head's RAY_CLOUD_INSTANCE_ID (head/rayhead)
 HEAD_NODE_TYPE = "head"
-STATUS_UP_TO_DATE = "up-to-date"
-STATUS_UNINITIALIZED = "uninitialized"
-STATUS_WAITING_FOR_SSH = "waiting-for-ssh"
-STATUS_UPDATE_FAILED = "update-failed"
 
 # Candidate states (SPEC section 8).
 LIVE_STATES = ("pending", "rented", "running", "enrolled", "lost")
