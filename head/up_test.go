@@ -295,3 +295,57 @@ func TestUpSecondOnSameState(t *testing.T) {
 		t.Errorf("first head up exit %d", code)
 	}
 }
+
+// TestUpAutoscaler: with the config's autoscaler block, head up writes
+// STATE/autoscaler.yaml (naming the admin socket and the idle timeout) and
+// the plugin before the Ray head starts, and starts it with
+// --autoscaling-config and the plugin's dir first on its PYTHONPATH (the
+// PYTHONPATH head up had kept after it).
+func TestUpAutoscaler(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "ray-record.json")
+	needFakeray(t, record)
+	addr := rayAddr(t)
+	cfg := upConfig(t, dir, addr)
+	b, _ := os.ReadFile(cfg)
+	b = bytes.Replace(b, []byte(`"cluster":"uptest"`), []byte(`"cluster":"uptest","autoscaler":{"idle_timeout_minutes":0.5}`), 1)
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "cluster.state")
+	r := startUp(t, "--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0")
+	r.waitFor(t, "the Ray head", func() bool { _, ok := readFakeray(t, record); return ok })
+	rec, _ := readFakeray(t, record)
+	yaml := filepath.Join(state, AutoscalerFile)
+	if got := rec.Argv[len(rec.Argv)-1]; got != "--autoscaling-config="+yaml {
+		t.Errorf("Ray head argv %v: last is %q, want --autoscaling-config=%s", rec.Argv, got, yaml)
+	}
+	plugins := filepath.Join(state, PluginDir)
+	fr, _ := filepath.Abs("../test/fakeray")
+	if got, want := rec.Env["PYTHONPATH"], plugins+":"+fr; got != want {
+		t.Errorf("Ray head PYTHONPATH = %q, want %q", got, want)
+	}
+	plugin, err := os.ReadFile(filepath.Join(plugins, "rayvast_autoscaler.py"))
+	if err != nil || !bytes.Contains(plugin, []byte("class RayvastNodeProvider")) {
+		t.Errorf("plugin in the state dir: %v", err)
+	}
+	var as map[string]any
+	y, err := os.ReadFile(yaml)
+	if err == nil {
+		_, body, _ := bytes.Cut(y, []byte("\n{"))
+		err = json.Unmarshal(append([]byte("{"), body...), &as)
+	}
+	if err != nil {
+		t.Fatalf("autoscaler.yaml: %v", err)
+	}
+	if as["idle_timeout_minutes"] != 0.5 || as["provider"].(map[string]any)["admin_socket"] != filepath.Join(state, "admin.sock") {
+		t.Errorf("autoscaler.yaml: idle %v, provider %v", as["idle_timeout_minutes"], as["provider"])
+	}
+	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
+	if !strings.Contains(r.out.String(), "Ray autoscaler: on") {
+		t.Errorf("progress does not say the autoscaler is on:\n%s", r.out.String())
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("head up exit %d:\n%s", code, r.errOut.String())
+	}
+}
