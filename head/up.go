@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -291,8 +292,16 @@ func startRayHead(st *statedir.State, python, address string, log *slog.Logger) 
 	if python == "" {
 		python = "python3"
 	}
+	// An absolute path (a venv's bin/python stays itself, not what it
+	// links to): the status names it for `head run`, and its dir goes
+	// first on the Ray head's PATH.
+	if p, err := exec.LookPath(python); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			python = abs
+		}
+	}
 	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address),
-		Env:     rayhead.Env(os.Environ(), rayhead.Files{CA: files.ca, Cert: files.cert, Key: files.key, Token: files.token}),
+		Env:     rayhead.Env(os.Environ(), files.rayhead(), python),
 		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {
