@@ -77,8 +77,11 @@ func (d *demo) runJob(ctx context.Context, nodes int) bool {
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	t0 := time.Now()
+	// The nodes may still be joining Ray: wait for them as long as for the
+	// candidates (--timeout), at most 3 minutes.
+	wait := min(d.o.timeout, 3*time.Minute)
 	out, _ := exec.CommandContext(jctx, d.exe, "run", "--state", d.stateDir, "--", "python", script,
-		"--nodes", fmt.Sprint(nodes), "--wait", "180").CombinedOutput()
+		"--nodes", fmt.Sprint(nodes), "--wait", fmt.Sprint(int(wait.Seconds()))).CombinedOutput()
 	res, found := ParseJobOutput(string(out))
 	if !found {
 		d.say("  the job printed no result after %s; its last lines:", time.Since(t0).Round(100*time.Millisecond))
