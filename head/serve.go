@@ -128,7 +128,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	}
 	defer closeState()
 	block := blocklist.New(time.Now)
-	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
+	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, RayVersion: cfg.Ray.Version, Log: log.With("provider", f.provider)})
 	if err != nil {
 		return err
 	}

@@ -63,5 +63,8 @@ type Options struct {
 	Cluster  string // labels rentals, so List finds only ours
 	StateDir string // the head's state dir, for a provider's own files
 	HeadIP   string // the head's IP as the rentals reach it
-	Log      *slog.Logger
+	// RayVersion is the cluster's Ray (the config's ray.version), for a
+	// provider that builds its own image; "" leaves the choice to it.
+	RayVersion string
+	Log        *slog.Logger
 }
