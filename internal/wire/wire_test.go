@@ -60,8 +60,8 @@ func samples() map[string]any {
 				OfferFilters: OfferFilters{Reliability2: &rel, Datacenter: &yes, Geolocation: []string{"US"}, Search: map[string]map[string]any{"gpu_ram": {"gte": 24000.0}}},
 				NodeTypes:    map[string]OfferSpec{"gpu1": {GPUName: "RTX 4090", MaxDPH: 0.5, OfferFilters: OfferFilters{CUDAMaxGood: &cuda}}}}, MaxDPHTotal: 2},
 		"provider_status": ProviderStatus{Kind: "vast", Halted: "search_quota_exceeded", Detail: "vast's daily search quota is used up", Until: &t0},
-		"app_file":   AppFile{AppID: "app", AppRootKey: "key", PublicTCBInfo: true},
-		"sys_config": SysConfig{GuestAgentAPI: &GuestAPIPolicy{AnonymousScopes: []string{"guest:version"}}},
+		"app_file":        AppFile{AppID: "app", AppRootKey: "key", PublicTCBInfo: true},
+		"sys_config":      SysConfig{GuestAgentAPI: &GuestAPIPolicy{AnonymousScopes: []string{"guest:version"}}},
 	}
 }
 
