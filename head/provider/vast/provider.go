@@ -344,7 +344,7 @@ func (p *Provider) query(spec OfferSpec, req provider.RentRequest) Query {
 	hosts, machines := p.excluded()
 	machines = append(machines, p.liveMachines()...) // one node per machine
 	return Query{GPUName: spec.GPUName, NumGPUs: req.GPUs, MaxDPH: maxDPH, MinPorts: wire.PortCount, DiskGB: spec.DiskGB,
-		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: searchLimit}
+		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: searchLimit, Filters: p.filters(req.NodeType, spec.Image)}
 }
 
 func parseID(instanceID string) (int64, error) {
