@@ -258,11 +258,21 @@ func (c *Client) CreateInstance(ctx context.Context, offerID int64, req CreateRe
 		body: req, out: &ans, pol: notIdempotent}); err != nil {
 		return 0, err
 	}
-	if !ans.Success || ans.NewContract == 0 {
+	switch {
+	case !ans.Success && ans.NewContract > 0:
+		// The reference: success is false when the container started in
+		// the stopped state; the contract is still an instance (it bills
+		// its storage) and the caller must destroy it.
+		return ans.NewContract, fmt.Errorf("vast %s: offer %d: instance %d: %w", op, offerID, ans.NewContract, ErrStopped)
+	case !ans.Success || ans.NewContract <= 0:
 		return 0, fmt.Errorf("vast %s: offer %d: answer without success/new_contract: %s", op, offerID, cut(ans.Msg, 200))
 	}
 	return ans.NewContract, nil
 }
+
+// ErrStopped is a create whose instance vast started stopped (success
+// false with a new_contract): CreateInstance returns its ID with it.
+var ErrStopped = errors.New("vast started the instance stopped")
 
 // Instance is what rayvast reads of one instance.
 type Instance struct {
