@@ -360,7 +360,7 @@ func (c *Client) do(ctx context.Context, k call) error {
 			if retryAfter > maxRetryAfter {
 				return fmt.Errorf("%w (vast asks to retry after %s, more than %s: not retried)", final, retryAfter, maxRetryAfter)
 			}
-			if dl, ok := ctx.Deadline(); ok && c.cfg.Now().Add(retryAfter).After(dl) {
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < retryAfter {
 				return fmt.Errorf("%w (vast asks to retry after %s, past this call's deadline: not retried)", final, retryAfter)
 			}
 			c.cfg.Log.Info("vast asks to retry later", "op", k.op, "status", status, "attempt", attempt+1, "retry_after", retryAfter.String())

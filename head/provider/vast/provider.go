@@ -316,6 +316,14 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	if err := p.halted(); err != nil {
 		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
 	}
+	// The listing (at most ListEvery old) names the machines other heads
+	// of this account hold: they are not searched.
+	ins, _, _, err := p.list.get(ctx, 0)
+	if err != nil {
+		p.note(err)
+		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+	}
+	p.track(ins)
 	var lastErr error
 	for tried := 0; tried < offersTried; tried++ {
 		q := p.query(spec, req)
@@ -343,9 +351,10 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 			return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
 		}
 		var ae *APIError
-		if errors.Is(err, ErrOfferGone) || errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != 401 && ae.Status != 403 && ae.Status != 429 {
+		isAPI := errors.As(err, &ae)
+		if errors.Is(err, ErrOfferGone) || isAPI && ae.Status/100 == 4 && ae.Status != 401 && ae.Status != 403 && ae.Status != 429 {
 			p.release(o.MachineID, 0)
-			if ae != nil && ae.Status == 400 && strings.Contains(strings.ToLower(ae.Msg), "blacklist") {
+			if isAPI && ae.Status == 400 && strings.Contains(strings.ToLower(ae.Msg), "blacklist") {
 				p.avoidFor(p.avoidH, o.HostID, avoidFor) // the host refuses the account on all its machines
 			}
 			p.log.Warn("vast offer refused, trying the next", "candidate", req.CandidateID, "offer", o.ID, "err", err)

@@ -228,9 +228,10 @@ func TestWireMatchesCLI(t *testing.T) {
 			t.Errorf("request %s %s?%s has no CLI counterpart here", r.method, r.path, r.query)
 		}
 	}
-	if len(searches) == 0 || len(creates) != 27 || len(lists) != 2 || len(destroys) != 1 {
-		t.Fatalf("captured %d searches, %d creates, %d list pages, %d destroys; want ≥1, 27, 2, 1", len(searches), len(creates), len(lists), len(destroys))
+	if len(searches) == 0 || len(creates) != 27 || len(lists) < 2 || len(destroys) != 1 {
+		t.Fatalf("captured %d searches, %d creates, %d list pages, %d destroys; want ≥1, 27, ≥2, 1", len(searches), len(creates), len(lists), len(destroys))
 	}
+	lists = lists[len(lists)-2:] // List's two pages (Rent lists too, before its search)
 
 	// The CLI's search with rayvast's fields, and with its quality filters.
 	s := merged(t, fx["search offers"].Body, fx["search offers with filters"].Body)
