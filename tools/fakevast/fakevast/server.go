@@ -161,8 +161,8 @@ type Config struct {
 	// offer twice when two creates race.
 	Oversell bool
 	Backend  Backend // nil: instances run nowhere (API tests)
-	Now            func() time.Time
-	Log            *slog.Logger
+	Now      func() time.Time
+	Log      *slog.Logger
 }
 
 // Instance is the fake's record of one rental.
