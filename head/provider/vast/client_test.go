@@ -186,21 +186,22 @@ func slogText(v any) string {
 
 // TestSearchQueryAndFilter: the search is POST /api/v0/bundles/ with the
 // CLI's body: its default filters, string values, the GPU name with
-// spaces, ports, storage and the excluded hosts and machines; offers that
-// break them are dropped even when vast returns them.
+// spaces, ports, storage, the excluded hosts and machines and the quality
+// filters; offers that break them are dropped even when vast returns them.
 func TestSearchQueryAndFilter(t *testing.T) {
 	s := &script{body: `{"offers":[
-		{"id":1,"machine_id":10,"host_id":100,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.30,"direct_port_count":64,"verified":true},
-		{"id":8,"machine_id":16,"host_id":106,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.12,"direct_port_count":64,"verified":false},
-		{"id":2,"machine_id":11,"host_id":101,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.90,"direct_port_count":64,"verified":true},
-		{"id":3,"machine_id":12,"host_id":666,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.20,"direct_port_count":64,"verified":true},
-		{"id":4,"machine_id":13,"host_id":102,"gpu_name":"RTX 3090","num_gpus":1,"dph_total":0.10,"direct_port_count":64,"verified":true},
-		{"id":5,"machine_id":14,"host_id":103,"gpu_name":"RTX 4090","num_gpus":2,"dph_total":0.10,"direct_port_count":64,"verified":true},
-		{"id":6,"machine_id":77,"host_id":104,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.25,"direct_port_count":64,"verified":true},
-		{"id":7,"machine_id":15,"host_id":105,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.15,"direct_port_count":40,"verified":true}]}`}
+		{"id":1,"machine_id":10,"host_id":100,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.30,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":9,"machine_id":17,"host_id":107,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.11,"direct_port_count":64,"verified":true,"reliability2":0.5},
+		{"id":8,"machine_id":16,"host_id":106,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.12,"direct_port_count":64,"verified":false,"reliability2":0.99},
+		{"id":2,"machine_id":11,"host_id":101,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.90,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":3,"machine_id":12,"host_id":666,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.20,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":4,"machine_id":13,"host_id":102,"gpu_name":"RTX 3090","num_gpus":1,"dph_total":0.10,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":5,"machine_id":14,"host_id":103,"gpu_name":"RTX 4090","num_gpus":2,"dph_total":0.10,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":6,"machine_id":77,"host_id":104,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.25,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":7,"machine_id":15,"host_id":105,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.15,"direct_port_count":40,"verified":true,"reliability2":0.99}]}`}
 	c, _ := newTestClient(t, s, nil)
 	got, err := c.SearchOffers(context.Background(), Query{GPUName: "RTX_4090", NumGPUs: 1, MaxDPH: 0.5, MinPorts: 64, DiskGB: 16,
-		ExcludeHosts: []int64{666}, ExcludeMachine: []int64{77}, Filters: Filters{Verified: true}})
+		ExcludeHosts: []int64{666}, ExcludeMachine: []int64{77}, Filters: Filters{Verified: true, Reliability2: 0.9}})
 	if err != nil {
 		t.Fatal(err)
 	}
