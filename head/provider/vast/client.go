@@ -322,12 +322,12 @@ func (c *Client) do(ctx context.Context, k call) error {
 			data := bytes.ReplaceAll(ans.body, []byte(c.cfg.Key.Reveal()), []byte("[api key]"))
 			final = &APIError{Op: k.op, Call: k.method + " " + k.path, Status: status, Msg: errorText(data), Code: errorCode(data)}
 		}
-		retryAfter, hasRA := retryAfter(ans.header, c.cfg.Now())
+		ra, hasRA := retryAfter(ans.header, c.cfg.Now())
 		switch {
 		case errors.Is(final, ErrQuota):
 			c.quotaHit(final.(*APIError), ans.header)
 		case status == http.StatusTooManyRequests && hasRA:
-			c.pacer.Delay(k.ep, retryAfter)
+			c.pacer.Delay(k.ep, ra)
 		case status == http.StatusTooManyRequests:
 			c.learnThreshold(k, ans.body)
 			wait := c.pacer.Limited(k.ep)
@@ -336,7 +336,7 @@ func (c *Client) do(ctx context.Context, k call) error {
 			c.pacer.OK(k.ep)
 		}
 		if err == nil && status/100 >= 5 && k.pol.retry(status, false) {
-			c.pacer.Delay(k.ep, max(c.cfg.MinBackoff, retryAfter)) // 5xx: retry soon, a few times
+			c.pacer.Delay(k.ep, max(c.cfg.MinBackoff, ra)) // 5xx: retry soon, a few times
 		}
 		done()
 		if final == nil {
@@ -357,13 +357,13 @@ func (c *Client) do(ctx context.Context, k call) error {
 		if hasRA && retryAfterHonoured(status) {
 			// vast says when: wait that long, but not past a minute (the
 			// CLI's cap) nor past what the caller gave this call.
-			if retryAfter > maxRetryAfter {
-				return fmt.Errorf("%w (vast asks to retry after %s, more than %s: not retried)", final, retryAfter, maxRetryAfter)
+			if ra > maxRetryAfter {
+				return fmt.Errorf("%w (vast asks to retry after %s, more than %s: not retried)", final, ra, maxRetryAfter)
 			}
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < retryAfter {
-				return fmt.Errorf("%w (vast asks to retry after %s, past this call's deadline: not retried)", final, retryAfter)
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < ra {
+				return fmt.Errorf("%w (vast asks to retry after %s, past this call's deadline: not retried)", final, ra)
 			}
-			c.cfg.Log.Info("vast asks to retry later", "op", k.op, "status", status, "attempt", attempt+1, "retry_after", retryAfter.String())
+			c.cfg.Log.Info("vast asks to retry later", "op", k.op, "status", status, "attempt", attempt+1, "retry_after", ra.String())
 			continue
 		}
 		// The wait is the pacer's next slot for this endpoint.
