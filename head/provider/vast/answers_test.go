@@ -386,6 +386,7 @@ func TestVanishedStatus(t *testing.T) {
 		}
 		ids[r.InstanceID] = st
 	}
+	e.fake.Wait() // the backend started them all
 	e.clock.Add(11 * time.Second)
 	for id, st := range ids {
 		if st != "" {
