@@ -327,7 +327,7 @@ func (c *Client) do(ctx context.Context, k call) error {
 		case errors.Is(final, ErrQuota):
 			c.quotaHit(final.(*APIError), ans.header)
 		case status == http.StatusTooManyRequests && hasRA:
-			c.pacer.Delay(k.ep, ra)
+			c.pacer.Delay(k.ep, min(ra, maxRetryAfter)) // a longer one fails this call; it holds no later one longer
 		case status == http.StatusTooManyRequests:
 			c.learnThreshold(k, ans.body)
 			wait := c.pacer.Limited(k.ep)
@@ -336,7 +336,7 @@ func (c *Client) do(ctx context.Context, k call) error {
 			c.pacer.OK(k.ep)
 		}
 		if err == nil && status/100 >= 5 && k.pol.retry(status, false) {
-			c.pacer.Delay(k.ep, max(c.cfg.MinBackoff, ra)) // 5xx: retry soon, a few times
+			c.pacer.Delay(k.ep, max(c.cfg.MinBackoff, min(ra, maxRetryAfter))) // 5xx: retry soon, a few times
 		}
 		done()
 		if final == nil {
