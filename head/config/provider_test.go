@@ -54,6 +54,7 @@ func TestProviderRefuses(t *testing.T) {
 		{"search: in wants a list", `"provider":{"kind":"vast","search":{"cpu_arch":{"in":"amd64"}}}`, "in: want a non-empty list"},
 		{"search: eq wants one value", `"provider":{"kind":"vast","search":{"cpu_arch":{"eq":["amd64"]}}}`, "eq: want one"},
 		{"search on a node type", `"provider":{"kind":"vast","node_types":{"gpu1":{"search":{"x":{"eq":1}}}}}`, "provider.node_types.gpu1.search.x"},
+		{"gpu_name twice", `"provider":{"kind":"vast","search":{"gpu_name":{"in":["RTX 4090"]}},"node_types":{"gpu1":{"gpu_name":"RTX 3090"}}}`, "gpu_name and search.gpu_name both set"},
 		{"filters on docker", `"provider":{"kind":"docker","inet_down":10}`, "offer filters are vast settings"},
 		{"max_dph above total", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":3}}},"max_dph_total":2`, "above max_dph_total"},
 	} {
