@@ -79,7 +79,7 @@ type OfferFilters struct {
 	Reliability2 *float64 `json:"reliability2,omitempty"`  // 0-1, default 0.98
 	Verified     *bool    `json:"verified,omitempty"`      // default true
 	CUDAMaxGood  *float64 `json:"cuda_max_good,omitempty"` // the host driver's CUDA; default from the image
-	InetDown     *float64 `json:"inet_down,omitempty"`     // vast's unit (Mb/s), default 100
+	InetDown     *float64 `json:"inet_down,omitempty"`     // vast's unit, default 100
 	InetUp       *float64 `json:"inet_up,omitempty"`       // default 100
 	Datacenter   *bool    `json:"datacenter,omitempty"`    // true: vast's secure cloud only; default any
 	Geolocation  []string `json:"geolocation,omitempty"`   // country codes; default any

@@ -13,7 +13,7 @@ import (
 // image's CUDA, and links too slow to pull a Ray image.
 const (
 	DefaultReliability2 = 0.98
-	DefaultInetDown     = 100.0 // vast's unit, Mb/s
+	DefaultInetDown     = 100.0 // vast's unit (its reference says MB/s, its CLI prints Mb/s)
 	DefaultInetUp       = 100.0
 	// DefaultCUDA is the host driver's CUDA floor for an image whose tag
 	// names none (Ray's GPU images are tagged -cuXYZ; "-gpu" aliases one).
