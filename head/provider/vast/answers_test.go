@@ -409,3 +409,16 @@ func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestImageCUDA: the CUDA floor comes from Ray's "-cuXYZ" image tag, else
+// the default.
+func TestImageCUDA(t *testing.T) {
+	for image, want := range map[string]float64{
+		"rayproject/ray:2.53.0-py311-cu128": 12.8, "rayproject/ray:2.9.0-cu118": 11.8, "rayproject/ray:2.40.0-py310-cu121-aarch64": 12.1,
+		"rayproject/ray:latest-gpu": DefaultCUDA, "img:1": DefaultCUDA, "reg.example/cu128:x": DefaultCUDA,
+	} {
+		if got := ImageCUDA(image); got != want {
+			t.Errorf("ImageCUDA(%q) = %g, want %g", image, got, want)
+		}
+	}
+}
