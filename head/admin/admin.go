@@ -1,5 +1,6 @@
 // Package admin serves the head's admin API (SPEC §8) on the Unix socket
-// STATE/admin.sock (0600): candidates, nodes, the blocklist and /metrics.
+// STATE/admin.sock (0600): candidates, nodes, the blocklist, the provider's
+// status and /metrics.
 // Whoever can open the socket is the cluster owner or their provider.
 package admin
 

@@ -74,6 +74,11 @@ func validateProvider(c *wire.Config) error {
 		if err := o.OfferFilters.Check(); err != nil {
 			return fmt.Errorf("provider.node_types.%s.%w", n, err)
 		}
+		_, own := o.Search["gpu_name"]
+		_, top := p.Search["gpu_name"]
+		if o.GPUName != "" && (own || top) {
+			return fmt.Errorf("provider.node_types.%s: gpu_name and search.gpu_name both set; keep one", n)
+		}
 		if c.MaxDPHTotal > 0 && o.MaxDPH > c.MaxDPHTotal {
 			return fmt.Errorf("provider.node_types.%s.max_dph %.4g: above max_dph_total %.4g, no such rental could be afforded", n, o.MaxDPH, c.MaxDPHTotal)
 		}

@@ -7,10 +7,10 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// Default offer filters (README: the filters and their defaults). They
-// keep out the hosts peers' users report as the usual failures: machines
-// that drop off (reliability2), unverified ones, drivers too old for the
-// image's CUDA, and links too slow to pull a Ray image.
+// Default offer filters (README: the filters and their defaults): they
+// keep out machines that drop off (reliability2), unverified ones,
+// drivers older than the image's CUDA, and links too slow to pull a Ray
+// image.
 const (
 	DefaultReliability2 = 0.98
 	DefaultInetDown     = 100.0 // vast's unit (its reference says MB/s, its CLI prints Mb/s)
