@@ -122,6 +122,7 @@ def main():
                 "first_task_s": round(took, 3),
                 "started_after_s": got["started_after_s"],
                 "ran_on_this_node": got["node_id"] == n["NodeID"],
+                "labels": {k: v for k, v in (n.get("Labels") or {}).items() if not k.startswith("ray.io/")},
             }
             ok = ok and rec["ran_on_this_node"]
         except Exception as e:  # a task that never runs is the finding

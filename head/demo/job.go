@@ -37,7 +37,10 @@ type JobNode struct {
 	FirstTaskS   float64 `json:"first_task_s"`
 	StartedS     float64 `json:"started_after_s"`
 	RanOnTheNode bool    `json:"ran_on_this_node"`
-	Error        string  `json:"error"`
+	// Labels are the node's labels as Ray has them (its own ray.io/ ones
+	// left out): the node type's, from the agent's --labels.
+	Labels map[string]string `json:"labels"`
+	Error  string            `json:"error"`
 }
 
 // JobObject is the object moved between two worker nodes.

@@ -104,6 +104,11 @@ func checkJob(t *testing.T, res demo.JobResult, out string, nodes int, version s
 	if nodes >= 2 && (res.Object == nil || !res.Object.Intact || res.Object.Bytes != 20<<20 || res.Object.From == res.Object.To) {
 		t.Fatalf("object between nodes: %+v", res.Object)
 	}
+	for _, n := range res.Nodes {
+		if n.Labels["e2e"] != "real-ray" {
+			t.Errorf("node %s: Ray's labels %v lack the node type's e2e=real-ray", n.IP, n.Labels)
+		}
+	}
 	t.Logf("Ray %s: connect %.2fs; first tasks %v s", res.RayVersion, res.ConnectS, firstTasks(res))
 	if o := res.Object; o != nil {
 		t.Logf("20 MiB object %s → %s in %.2fs", o.From, o.To, o.FetchS)
