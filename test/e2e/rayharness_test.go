@@ -71,6 +71,12 @@ type rayCluster struct {
 }
 
 func startRayCluster(t testing.TB, version string, workers int, upArgs ...string) *rayCluster {
+	return startRayClusterMinMax(t, version, workers, workers, upArgs...)
+}
+
+// startRayClusterMinMax is startRayCluster with the node type's min_workers
+// and max_workers apart (min 0: candidates come only from the admin API).
+func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers int, upArgs ...string) *rayCluster {
 	t.Helper()
 	image, python := rayImage(t, version)
 	name := fmt.Sprintf("%sray-%d", clusterPrefix, time.Now().UnixNano()%1e6)
@@ -79,7 +85,7 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 	cfg := map[string]any{
 		"cluster": name,
 		"ray":     map[string]any{"head_address": c.headIP + ":6379", "version": version},
-		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": workers, "max_workers": workers,
+		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": minWorkers, "max_workers": maxWorkers,
 			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
 		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
 		"provider":             map[string]any{"kind": "docker"},
@@ -175,13 +181,13 @@ func (c *rayCluster) waitRunning(n int, limit time.Duration) []wire.Node {
 
 // job runs the demo's cluster job from the head's machine through
 // `head run` (the user's one command) and returns its result and output.
-func (c *rayCluster) job(nodes int, wait time.Duration) (demo.JobResult, string) {
+func (c *rayCluster) job(nodes int, wait time.Duration, ips ...string) (demo.JobResult, string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait+3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, suite.head, "run", "--state", c.state, "--", "python",
 		filepath.Join(suite.repo, "head", "demo", "clusterjob.py"), "--nodes", fmt.Sprint(nodes),
-		"--wait", fmt.Sprint(int(wait.Seconds())), "--task-timeout", "60")
+		"--wait", fmt.Sprint(int(wait.Seconds())), "--task-timeout", "60", "--ips", strings.Join(ips, ","))
 	out, _ := cmd.CombinedOutput()
 	res, _ := demo.ParseJobOutput(string(out))
 	return res, string(out)
