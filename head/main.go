@@ -10,6 +10,8 @@
 //	head down   --state DIR [--config FILE] [--provider none|docker|vast]
 //	head ray-head-cert --state DIR --ip IP --out DIR
 //	head ray-env [--version V] [--wheels DIR] [--dir DIR]
+//	head env    --state DIR
+//	head run    --state DIR [--] COMMAND [ARG...]
 //	head demo   [flags]
 //	head version
 package main
@@ -37,6 +39,8 @@ commands:
   down     end the cluster: every candidate and every rental the provider lists
   ray-head-cert
            write the TLS files and token file the Ray head needs, print its env
+  env      print the env a Ray driver or "ray job submit" on this machine needs for the cluster
+  run      run a command (a Ray driver, "ray job submit") with that env
   ray-env  make (or find) a Python venv with real Ray; print its Python
   version  print the SHA-256 of this binary and of the agent built into it
   demo     try the whole flow on this machine's Docker Engine: 3 candidates, one unsafe
@@ -75,6 +79,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runNode(ctx, args[1:], stdout, stderr)
 	case "ray-head-cert":
 		return runRayHeadCert(args[1:], stdout, stderr)
+	case "env":
+		return runEnv(args[1:], false, stdout, stderr)
+	case "run":
+		return runEnv(args[1:], true, stdout, stderr)
 	case "ray-env":
 		return runRayEnv(ctx, args[1:], stdout, stderr)
 	case "down":

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
 )
 
@@ -63,6 +64,10 @@ func runRayHeadCert(args []string, stdout, stderr io.Writer) int {
 }
 
 type rayHeadFiles struct{ ca, cert, key, token string }
+
+func (f rayHeadFiles) rayhead() rayhead.Files {
+	return rayhead.Files{CA: f.ca, Cert: f.cert, Key: f.key, Token: f.token}
+}
 
 func writeRayHeadFiles(st *statedir.State, ip netip.Addr, out string, now time.Time) (rayHeadFiles, error) {
 	abs, err := filepath.Abs(out)

@@ -1,7 +1,8 @@
 // Package demo is `head demo`: the whole rayvast flow on one machine with
 // Docker, for a new user. It runs `head up` (its own binary) on a built-in
 // config with the Docker provider, so the demo and the real thing are one
-// code path: state dir, Ray head (the stand-in ray of --fakeray), ports.
+// code path: state dir, Ray head (real Ray from a venv of this machine, or
+// the stand-in ray of --fakeray), ports.
 // Then it asks for three candidates
 // of which one deliberately keeps NET_RAW, shows each one's progress live,
 // prints a summary, leaves the cluster running until Ctrl-C, then removes
@@ -29,6 +30,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/rayenv"
 )
 
 // Node types of the demo config. The unsafe one is rented with NET_RAW kept
@@ -40,6 +42,7 @@ const (
 
 type options struct {
 	state, cluster, image, base, fakeray, agent, bootloader, head string
+	ray, rayWheels                                                string
 	timeout                                                       time.Duration
 	interval                                                      int
 	noWait                                                        bool
@@ -62,7 +65,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.cluster, "cluster", "demo", "cluster name (labels the containers and network)")
 	fs.StringVar(&o.image, "image", "", "candidate image (default: build or reuse the cached rayvast-candidate image)")
 	fs.StringVar(&o.base, "base", "", "base of the built image: debootstrap (Debian, needs debootstrap and a mirror), host (this machine's python3 and tools); default: debootstrap, else host")
-	fs.StringVar(&o.fakeray, "fakeray", "", "stand-in ray package for the image (default: test/fakeray of the repo)")
+	fs.StringVar(&o.ray, "ray", "", "Ray in the cluster: a version of real Ray (default "+rayenv.Newest+", or the stand-in when real Ray cannot be had here), or \"stand-in\" for test/fakeray")
+	fs.StringVar(&o.rayWheels, "ray-wheels", "", "folder of Ray's wheels to install from (default: ../shared/wheels beside the repo when it exists, else the package index)")
+	fs.StringVar(&o.fakeray, "fakeray", "", "stand-in ray package for --ray stand-in (default: test/fakeray of the repo)")
 	fs.StringVar(&o.agent, "agent", "", "agent binary the head serves (default: agent next to this binary, then bin/agent, then the one built into head)")
 	fs.StringVar(&o.bootloader, "bootloader", "", "bootloader.sh, the containers' command (default: next to this binary's dir, then ./bootloader.sh)")
 	fs.StringVar(&o.head, "head", "", "head binary to run head up with (default: this binary)")
@@ -102,14 +107,16 @@ type demo struct {
 	eng    *dockerengine.Client
 	now    func() time.Time
 
-	exe       string
-	workDir   string // temp: head log, config, and the state dir unless --state
-	stateDir  string
-	keepWork  bool // a failed run keeps the head log
-	netMade   bool
-	serve     *exec.Cmd
-	serveDone chan struct{}
-	logFile   *os.File
+	exe        string
+	python     string // the Ray head's Python, real Ray ("" = the stand-in)
+	rayVersion string
+	workDir    string // temp: head log, config, and the state dir unless --state
+	stateDir   string
+	keepWork   bool // a failed run keeps the head log
+	netMade    bool
+	serve      *exec.Cmd
+	serveDone  chan struct{}
+	logFile    *os.File
 }
 
 // say and fail print a constant format with inert arguments: every value
@@ -160,18 +167,12 @@ func (d *demo) run(ctx context.Context) int {
 	// says no other demo of this name is alive to own it.
 	_ = docker.Cleanup(ctx, d.eng, d.mine)
 
-	img := d.o.image
-	if img == "" {
-		d.say("· candidate image: building or reusing (first run on a machine: about a minute of debootstrap)")
-		if d.o.base != "" && d.o.base != docker.BaseDebootstrap && d.o.base != docker.BaseHost {
-			return d.fail("--base %q: want debootstrap or host", d.o.base)
-		}
-		t0 := time.Now()
-		img, err = docker.BuildImage(ctx, docker.ImageConfig{Engine: d.eng, FakerayDir: d.o.fakeray, Base: d.o.base})
-		if err != nil {
-			return d.fail("%v", err)
-		}
-		d.say("  %s ready in %s", img, time.Since(t0).Round(100*time.Millisecond))
+	if d.o.base != "" && d.o.base != docker.BaseDebootstrap && d.o.base != docker.BaseHost {
+		return d.fail("--base %q: want debootstrap or host", d.o.base)
+	}
+	img, err := d.prepareRay(ctx)
+	if err != nil {
+		return d.fail("%v", err)
 	}
 	netw, created, err := docker.EnsureNetwork(ctx, d.eng, d.o.cluster)
 	if err != nil {
@@ -203,12 +204,28 @@ func (d *demo) run(ctx context.Context) int {
 		return d.fail("%v (head log: %s)", err, d.logFile.Name())
 	}
 	ok := d.summary(ctx, admin, rows)
+	if ok && d.python == "" {
+		d.say("\nAs designed (with the stand-in Ray: no Ray job to run).")
+	}
+	if ok && d.python != "" {
+		ok = d.runJob(ctx, 2)
+		if ok {
+			d.say("\nAs designed: a real Ray %s cluster of 2 nodes behind vast's NAT ran the job.", d.rayVersion)
+		} else {
+			d.say("\nNot as designed: the nodes enrolled but the Ray job failed (Ray head log %s, head log %s)",
+				filepath.Join(d.stateDir, "ray-head.log"), d.logFile.Name())
+		}
+	}
 	if d.o.noWait || ctx.Err() != nil {
 		return exitCode(ok)
 	}
 	d.say("\nThe cluster keeps running: admin socket %s, head log %s.", filepath.Join(d.stateDir, "admin.sock"), d.logFile.Name())
 	d.say("Try, in another terminal:\n  %s status --state %s\n  docker ps --filter label=%s=%s\n  curl -s --unix-socket %s http://head/v1/nodes",
 		d.exe, d.stateDir, docker.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, "admin.sock"))
+	if d.python != "" {
+		d.say("  %s run --state %s -- python your_job.py        (a Ray driver with the cluster's TLS and token)", d.exe, d.stateDir)
+		d.say("  %s run --state %s -- ray job submit -- python3 -c 'import ray; ray.init(); print(ray.cluster_resources())'", d.exe, d.stateDir)
+	}
 	d.say("Press Ctrl-C to remove everything the demo created.")
 	select {
 	case <-ctx.Done():

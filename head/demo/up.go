@@ -49,8 +49,9 @@ func (d *demo) config(gw string) wire.Config {
 
 // startUp runs `head up` on the demo config in its own process group
 // (Ctrl-C reaches the demo only, which then stops the head in order). Its
-// Ray head is the stand-in ray of the candidate image (--fakeray); with
-// none found, the demo runs without a Ray head of its own.
+// Ray head is real Ray from the demo's venv, or with --ray stand-in the
+// stand-in ray of the candidate image (--fakeray; with none found, the
+// demo runs without a Ray head of its own).
 func (d *demo) startUp(ctx context.Context, gw, agent, boot, img string) (*adminClient, error) {
 	cfgPath := filepath.Join(d.workDir, "config.json")
 	b, _ := json.MarshalIndent(d.config(gw), "", "  ")
@@ -71,16 +72,23 @@ func (d *demo) startUp(ctx context.Context, gw, agent, boot, img string) (*admin
 		args = append(args, "--agent", agent)
 	}
 	env := append(os.Environ(), docker.EnvImage+"="+img, docker.EnvUnsafeNodeTypes+"="+unsafeType)
-	fakeray := d.o.fakeray
-	if fakeray == "" {
-		fakeray, _ = docker.FindFakeray()
-	}
-	rayHead := "the stand-in ray of " + fakeray
-	if fakeray != "" {
-		env = append(env, "PYTHONPATH="+fakeray, "FAKERAY_RECORD="+filepath.Join(d.workDir, "ray-head-record.json"))
+	var rayHead string
+	if d.python != "" {
+		args = append(args, "--python", d.python)
+		env = append(env, "RAY_USAGE_STATS_ENABLED=0")
+		rayHead = "real Ray " + d.rayVersion + " (" + d.python + ")"
 	} else {
-		args = append(args, "--no-ray-head")
-		rayHead = "none (no stand-in ray found: --fakeray DIR)"
+		fakeray := d.o.fakeray
+		if fakeray == "" {
+			fakeray, _ = docker.FindFakeray()
+		}
+		rayHead = "the stand-in ray of " + fakeray
+		if fakeray != "" {
+			env = append(env, "PYTHONPATH="+fakeray, "FAKERAY_RECORD="+filepath.Join(d.workDir, "ray-head-record.json"))
+		} else {
+			args = append(args, "--no-ray-head")
+			rayHead = "none (no stand-in ray found: --fakeray DIR)"
+		}
 	}
 	args = append(args, d.o.serveArgs...)
 	cmd := exec.Command(d.exe, args...)

@@ -147,7 +147,11 @@ func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool
 		}
 	}
 	if ok {
-		d.say("\nAs designed: 2 nodes enrolled and run (stand-in) Ray; the unsafe candidate was refused and its container removed.")
+		ray := "the stand-in Ray"
+		if d.python != "" {
+			ray = "real Ray " + d.rayVersion
+		}
+		d.say("\nEnrolled as designed: 2 nodes run %s; the unsafe candidate was refused and its container removed.", ray)
 	} else {
 		d.say("\nNot as designed: see the rows marked UNEXPECTED and the head log %s", d.logFile.Name())
 	}

@@ -2,6 +2,7 @@ package rayhead
 
 import (
 	"net"
+	"path/filepath"
 	"strings"
 )
 
@@ -27,30 +28,76 @@ func Command(python, address string) []string {
 
 // Env is base with the Ray head's TLS, token and instance variables set
 // (replacing any of them base already has), the same TLS and token setup
-// the nodes' Ray gets.
-func Env(base []string, f Files) []string {
-	set := map[string]string{
-		"RAY_USE_TLS":           "1",
-		"RAY_TLS_SERVER_CERT":   f.Cert,
-		"RAY_TLS_SERVER_KEY":    f.Key,
-		"RAY_TLS_CA_CERT":       f.CA,
-		"RAY_AUTH_MODE":         "token",
-		"RAY_AUTH_TOKEN_PATH":   f.Token,
-		"RAY_CLOUD_INSTANCE_ID": InstanceID,
-		"RAY_NODE_TYPE_NAME":    NodeTypeName,
+// the nodes' Ray gets, and python's dir first on PATH: the jobs the Ray
+// head starts (`ray job submit -- python3 job.py`) find the cluster's
+// Python, the one with Ray, and not whatever python3 comes first.
+func Env(base []string, f Files, python string) []string {
+	return withVars(base, append(tlsVars(f),
+		"RAY_CLOUD_INSTANCE_ID="+InstanceID,
+		"RAY_NODE_TYPE_NAME="+NodeTypeName,
+		"PATH="+pathWith(base, python)))
+}
+
+// ClientEnv is base set up for a driver or `ray job submit` on the head's
+// machine: the Ray head's address, its job API (Ray's dashboard, on
+// 127.0.0.1 only), the cluster's TLS files and token file (never the
+// token's value), and python's dir first on PATH.
+func ClientEnv(base []string, f Files, address, dashboard, python string) []string {
+	return withVars(base, append(tlsVars(f),
+		"RAY_ADDRESS="+address,
+		"RAY_API_SERVER_ADDRESS=http://"+dashboard,
+		"RAY_USAGE_STATS_ENABLED=0",
+		"PATH="+pathWith(base, python)))
+}
+
+// Dashboard is where `head up`'s Ray head serves its dashboard and job API:
+// Ray's default, on loopback only.
+const Dashboard = "127.0.0.1:8265"
+
+// tlsVars are the TLS and token settings every Ray process of the cluster
+// gets. RAY_AUTH_TOKEN stays unset: the token reaches Ray as a file.
+func tlsVars(f Files) []string {
+	return []string{
+		"RAY_USE_TLS=1",
+		"RAY_TLS_SERVER_CERT=" + f.Cert,
+		"RAY_TLS_SERVER_KEY=" + f.Key,
+		"RAY_TLS_CA_CERT=" + f.CA,
+		"RAY_AUTH_MODE=token",
+		"RAY_AUTH_TOKEN_PATH=" + f.Token,
 	}
-	out := make([]string, 0, len(base)+len(set))
+}
+
+// withVars is base without any variable vars names (and without
+// RAY_AUTH_TOKEN, which would put a token value in the env), then vars.
+func withVars(base, vars []string) []string {
+	set := map[string]bool{"RAY_AUTH_TOKEN": true}
+	for _, kv := range vars {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	out := make([]string, 0, len(base)+len(vars))
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := set[k]; !ok {
+		if !set[k] {
 			out = append(out, kv)
 		}
 	}
-	for _, k := range []string{"RAY_USE_TLS", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY", "RAY_TLS_CA_CERT",
-		"RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_CLOUD_INSTANCE_ID", "RAY_NODE_TYPE_NAME"} {
-		out = append(out, k+"="+set[k])
+	return append(out, vars...)
+}
+
+// pathWith is base's PATH (or the usual one) with python's dir in front
+// when python names a dir.
+func pathWith(base []string, python string) string {
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range base {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
 	}
-	return out
+	if dir := filepath.Dir(python); strings.Contains(python, "/") && dir != "" {
+		return dir + ":" + path
+	}
+	return path
 }
 
 // WithAutoscaler is argv with Ray's autoscaler turned on: the monitor the

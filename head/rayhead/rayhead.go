@@ -39,6 +39,9 @@ type Status struct {
 	Restarts int       `json:"restarts"`
 	LastExit string    `json:"last_exit,omitempty"`
 	Log      string    `json:"log"`
+	// Python is the Ray head's Python (its Ray is the cluster's), for
+	// `head run` and `head env`.
+	Python string `json:"python,omitempty"`
 }
 
 // Config is one supervised Ray head.
@@ -92,7 +95,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath}}, nil
+	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath, Python: cfg.Command[0]}}, nil
 }
 
 // Status returns the current state.

@@ -108,7 +108,7 @@ func TestCommandAndEnv(t *testing.T) {
 	if got != want {
 		t.Errorf("Command = %q, want %q", got, want)
 	}
-	env := Env([]string{"PATH=/bin", "RAY_AUTH_MODE=disabled"}, Files{CA: "/s/ca.crt", Cert: "/s/c", Key: "/s/k", Token: "/s/t"})
+	env := Env([]string{"PATH=/bin", "RAY_AUTH_MODE=disabled", "RAY_AUTH_TOKEN=leak"}, Files{CA: "/s/ca.crt", Cert: "/s/c", Key: "/s/k", Token: "/s/t"}, "/v/bin/python")
 	m := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -117,7 +117,11 @@ func TestCommandAndEnv(t *testing.T) {
 		}
 		m[k] = v
 	}
-	for k, v := range map[string]string{"PATH": "/bin", "RAY_AUTH_MODE": "token", "RAY_USE_TLS": "1", "RAY_TLS_CA_CERT": "/s/ca.crt",
+	if _, ok := m["RAY_AUTH_TOKEN"]; ok {
+		t.Error("RAY_AUTH_TOKEN kept: the token's value would be in the Ray head's env")
+	}
+	// the venv's bin first: `ray job submit -- python3 job.py` runs the cluster's Python
+	for k, v := range map[string]string{"PATH": "/v/bin:/bin", "RAY_AUTH_MODE": "token", "RAY_USE_TLS": "1", "RAY_TLS_CA_CERT": "/s/ca.crt",
 		"RAY_TLS_SERVER_CERT": "/s/c", "RAY_TLS_SERVER_KEY": "/s/k", "RAY_AUTH_TOKEN_PATH": "/s/t",
 		"RAY_CLOUD_INSTANCE_ID": InstanceID, "RAY_NODE_TYPE_NAME": NodeTypeName} {
 		if m[k] != v {

@@ -32,12 +32,12 @@ func (p *pass) noteFailure(t *tally, c wire.Candidate, endedNow bool) {
 }
 
 // replaceFailed rents one spare of node type n for each failure noted,
-// unless renting is paused, the cluster is at budget, spares are off, or
-// the type is at max_workers.
+// unless renting is paused, the cluster is at budget, the provider is
+// halted, spares are off, or the type is at max_workers.
 func (p *pass) replaceFailed(n string, cands []wire.Candidate) {
 	l := p.l
 	nt, t := l.cfg.NodeTypes[n], p.types[n]
-	if l.pause(n, t.failedLong, t.reasons) || l.atBudget(cands) || l.cfg.Spares == 0 {
+	if l.pause(n, t.failedLong, t.reasons) || l.atBudget(cands) || p.halted || l.cfg.Spares == 0 {
 		return
 	}
 	for _, failed := range t.toReplace {

@@ -173,6 +173,7 @@ func buildHostBase(ctx context.Context, cfg ImageConfig, hp hostPython, name str
 		`CMD ["/bin/sh"]`,
 		"LABEL rayvast.image=base",
 		"LABEL rayvast.image.sitedir=" + hp.Purelib,
+		"LABEL rayvast.image.python=" + strings.Fields(hp.Version + " ?")[0],
 	})
 	pr.Close()
 	if err != nil {

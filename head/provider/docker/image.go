@@ -55,7 +55,13 @@ type ImageConfig struct {
 	// Base chooses the base image: "" (debootstrap, else the host's
 	// files), BaseDebootstrap or BaseHost.
 	Base string
-	Log  *slog.Logger
+	// RayVersion puts real Ray (ray[default]) of that version in the
+	// image instead of the stand-in; "" is the stand-in (FakerayDir).
+	// RayWheels is where its wheels come from: a local folder, or ""
+	// for the package index. RayVenvDir is the venv on this machine the
+	// image's Ray is copied from (default: rayenv's cache dir).
+	RayVersion, RayWheels, RayVenvDir string
+	Log                               *slog.Logger
 }
 
 func (c *ImageConfig) defaults() error {
@@ -74,7 +80,7 @@ func (c *ImageConfig) defaults() error {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.FakerayDir == "" {
+	if c.FakerayDir == "" && c.RayVersion == "" {
 		d, err := FindFakeray()
 		if err != nil {
 			return err
@@ -113,14 +119,29 @@ func FindFakeray() (string, error) {
 
 // BuildImage returns the candidate image's name (repo:tag), building what is
 // missing: the base image (debootstrap, slow, once per machine) and the
-// candidate image (base + fakeray, seconds).
+// candidate image (base + real Ray from a venv of this machine, or base +
+// the stand-in fakeray; seconds).
 func BuildImage(ctx context.Context, cfg ImageConfig) (string, error) {
 	if err := cfg.defaults(); err != nil {
 		return "", err
 	}
+	if cfg.RayVersion != "" {
+		// Real Ray needs a whole Debian (libstdc++ and the rest of what
+		// its raylet and wheels link); the host-files base has only what
+		// the bootloader and the stand-in use.
+		switch cfg.Base {
+		case "":
+			cfg.Base = BaseDebootstrap
+		case BaseHost:
+			return "", errors.New("candidate image: real Ray needs the debootstrap base, not --base host (the host-files base lacks the libraries Ray links)")
+		}
+	}
 	base, err := ensureBase(ctx, cfg)
 	if err != nil {
 		return "", err
+	}
+	if cfg.RayVersion != "" {
+		return buildRayImage(ctx, cfg, base)
 	}
 	if err := buildNatives(ctx, cfg.FakerayDir); err != nil {
 		return "", err

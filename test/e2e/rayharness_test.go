@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/head/adminclient"
+	"github.com/rayvast/rayvast/head/demo"
+	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/internal/rayenv"
+	"github.com/rayvast/rayvast/internal/rvtest"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// Real Ray in the suite: a candidate image per Ray version carrying real
+// Ray (copied from rayenv's venv of that version), and `head up` running
+// the Ray head with the same venv's Python, as a user runs it.
+
+var rayImages struct {
+	sync.Mutex
+	m map[string]string
+}
+
+// rayImage is the candidate image with real Ray of version (built once).
+func rayImage(t testing.TB, version string) (image, python string) {
+	t.Helper()
+	needSuite(t)
+	python = rvtest.RayPython(t, version)
+	rayImages.Lock()
+	defer rayImages.Unlock()
+	if img, ok := rayImages.m[version]; ok {
+		return img, python
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: suite.eng, RayVersion: version,
+		RayWheels: rayenv.SharedWheels(suite.repo), RayVenvDir: filepath.Dir(filepath.Dir(python))})
+	if err != nil {
+		t.Fatalf("image with Ray %s: %v", version, err)
+	}
+	t.Logf("image %s with real Ray %s ready in %s", img, version, time.Since(start).Round(time.Millisecond))
+	if rayImages.m == nil {
+		rayImages.m = map[string]string{}
+	}
+	rayImages.m[version] = img
+	return img, python
+}
+
+// rayCluster is `head up` on the Docker provider with real Ray: the Ray
+// head on this machine, `workers` nodes in containers behind vast's NAT.
+type rayCluster struct {
+	t                      testing.TB
+	name, headIP, dir      string
+	cfgPath, state, python string
+	start                  time.Time
+	cmd                    *exec.Cmd
+	out                    *rvtest.Buffer
+	done                   chan error
+	admin                  *adminclient.Client
+}
+
+func startRayCluster(t testing.TB, version string, workers int, upArgs ...string) *rayCluster {
+	return startRayClusterMinMax(t, version, workers, workers, upArgs...)
+}
+
+// startRayClusterMinMax is startRayCluster with the node type's min_workers
+// and max_workers apart (min 0: candidates come only from the admin API).
+func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers int, upArgs ...string) *rayCluster {
+	t.Helper()
+	image, python := rayImage(t, version)
+	name := fmt.Sprintf("%sray-%d", clusterPrefix, time.Now().UnixNano()%1e6)
+	c := &rayCluster{t: t, name: name, dir: t.TempDir(), python: python, out: &rvtest.Buffer{}, done: make(chan error, 1),
+		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
+	cfg := map[string]any{
+		"cluster": name,
+		"ray":     map[string]any{"head_address": c.headIP + ":6379", "version": version},
+		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": minWorkers, "max_workers": maxWorkers,
+			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
+		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
+		"provider":             map[string]any{"kind": "docker"},
+		"heartbeat_interval_s": heartbeatInterval,
+		"public_logs":          true,
+	}
+	b, _ := json.Marshal(cfg)
+	c.cfgPath = filepath.Join(c.dir, "cluster.json")
+	c.state = filepath.Join(c.dir, "cluster.state")
+	if err := os.WriteFile(c.cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"up", "--config", c.cfgPath, "--python", python, "--agent", suite.agent,
+		"--bootloader", filepath.Join(suite.repo, "bootloader.sh")}, upArgs...)
+	c.cmd = exec.Command(suite.head, args...)
+	c.cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	c.start = time.Now()
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.done <- c.cmd.Wait() }()
+	c.admin = adminclient.Unix(filepath.Join(c.state, "admin.sock"), 5*time.Second)
+	t.Cleanup(c.stop)
+	return c
+}
+
+// stop ends head up (Ctrl-C) and removes the cluster's containers and
+// networks; on failure it logs what each part said.
+func (c *rayCluster) stop() {
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-c.done:
+		case <-time.After(time.Minute):
+			c.t.Errorf("head up did not stop within a minute of Ctrl-C")
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+	if c.t.Failed() {
+		c.t.Logf("head up output:\n%s", c.out.String())
+		for _, f := range []string{"head.log", "ray-head.log"} {
+			if b, err := os.ReadFile(filepath.Join(c.state, f)); err == nil {
+				c.t.Logf("%s (last 6 KiB):\n%s", f, lastBytes(b, 6<<10))
+			}
+		}
+		(&cluster{t: c.t, name: c.name}).dumpContainers()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := docker.Cleanup(ctx, suite.eng, func(cl string) bool { return cl == c.name }); err != nil {
+		c.t.Errorf("cleanup %s: %v", c.name, err)
+	}
+}
+
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// nodes lists the head's nodes.
+func (c *rayCluster) nodes() []wire.Node {
+	var nodes []wire.Node
+	if err := c.admin.Do(context.Background(), http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
+		return nil
+	}
+	return nodes
+}
+
+// waitRunning waits until n nodes report Ray running and returns them.
+func (c *rayCluster) waitRunning(n int, limit time.Duration) []wire.Node {
+	c.t.Helper()
+	var nodes []wire.Node
+	waitFor(c.t, limit, fmt.Sprintf("%d nodes with Ray running", n), func() (bool, string) {
+		select {
+		case err := <-c.done:
+			c.t.Fatalf("head up exited early: %v\n%s", err, c.out.String())
+		default:
+		}
+		nodes = nodes[:0]
+		for _, x := range c.nodes() {
+			if x.Ray.State == wire.RayRunning {
+				nodes = append(nodes, x)
+			}
+		}
+		return len(nodes) == n, fmt.Sprintf("%d running", len(nodes))
+	})
+	return nodes
+}
+
+// job runs the demo's cluster job from the head's machine through
+// `head run` (the user's one command) and returns its result and output.
+func (c *rayCluster) job(nodes int, wait time.Duration, ips ...string) (demo.JobResult, string) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait+3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, suite.head, "run", "--state", c.state, "--", "python",
+		filepath.Join(suite.repo, "head", "demo", "clusterjob.py"), "--nodes", fmt.Sprint(nodes),
+		"--wait", fmt.Sprint(int(wait.Seconds())), "--task-timeout", "60", "--ips", strings.Join(ips, ","))
+	out, _ := cmd.CombinedOutput()
+	res, _ := demo.ParseJobOutput(string(out))
+	return res, string(out)
+}
+
+// containerOf is the container ID of a node (the provider names containers
+// by instance ID).
+func containerOf(t testing.TB, instanceID string) string {
+	t.Helper()
+	info, err := suite.eng.InspectContainer(context.Background(), instanceID)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", instanceID, err)
+	}
+	return info.ID
+}
+
+// procsOf lists the host PIDs and command lines of a container's
+// processes (by their cgroup naming the container ID).
+func procsOf(t testing.TB, containerID string) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil || !strings.Contains(string(cg), containerID) {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		out[pid] = strings.ReplaceAll(string(cmd), "\x00", " ")
+	}
+	return out
+}
