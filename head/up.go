@@ -236,6 +236,9 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 				}
 				r.autoscalerYAML = as.config
 				r.p.step("Ray autoscaler: on (config %s); Ray decides how many nodes run", as.config)
+				if ts := unplannedTypes(r.cfg); len(ts) > 0 {
+					r.p.step("Ray autoscaler: node types %s have no cpus: Ray launches none of them for CPU tasks until one runs (set cpus)", strings.Join(ts, ", "))
+				}
 			}
 			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, as, r.log)
 			if err != nil {

@@ -342,8 +342,10 @@ func TestUpAutoscaler(t *testing.T) {
 		t.Errorf("autoscaler.yaml: idle %v, provider %v", as["idle_timeout_minutes"], as["provider"])
 	}
 	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
-	if !strings.Contains(r.out.String(), "Ray autoscaler: on") {
-		t.Errorf("progress does not say the autoscaler is on:\n%s", r.out.String())
+	for _, want := range []string{"Ray autoscaler: on", "node types cpu have no cpus"} {
+		if !strings.Contains(r.out.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, r.out.String())
+		}
 	}
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("head up exit %d:\n%s", code, r.errOut.String())

@@ -146,3 +146,18 @@ func writeAutoscaling(st *statedir.State, cfg *config.Config) (*autoscaling, err
 	}
 	return &autoscaling{config: path, pluginDir: dir}, nil
 }
+
+// unplannedTypes are the node types Ray's autoscaler cannot plan CPU work
+// for: with no cpus in the config, autoscaler.yaml declares no CPU for
+// them, and Ray launches a type only for demand that fits what it
+// declares (it learns the real CPU count once one of its nodes runs).
+func unplannedTypes(cfg *config.Config) []string {
+	var out []string
+	for n, t := range cfg.NodeTypes {
+		if t.CPUs == 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -78,6 +78,13 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 // and max_workers apart (min 0: candidates come only from the admin API).
 func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers int, upArgs ...string) *rayCluster {
 	t.Helper()
+	return startRayClusterEdit(t, version, minWorkers, maxWorkers, nil, upArgs...)
+}
+
+// startRayClusterEdit is startRayClusterMinMax with edit applied to the
+// config before head up reads it.
+func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers int, edit func(cfg map[string]any), upArgs ...string) *rayCluster {
+	t.Helper()
 	image, python := rayImage(t, version)
 	name := fmt.Sprintf("%sray-%d", clusterPrefix, time.Now().UnixNano()%1e6)
 	c := &rayCluster{t: t, name: name, dir: t.TempDir(), python: python, out: &rvtest.Buffer{}, done: make(chan error, 1),
@@ -91,6 +98,9 @@ func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers 
 		"provider":             map[string]any{"kind": "docker"},
 		"heartbeat_interval_s": heartbeatInterval,
 		"public_logs":          true,
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	b, _ := json.Marshal(cfg)
 	c.cfgPath = filepath.Join(c.dir, "cluster.json")
