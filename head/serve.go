@@ -151,7 +151,11 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	p := newParts(cfg, in, reg, block, driver, ls, log)
+	var pauses *reconcile.Pauses
+	if prov != nil && cfg.Autoscaler != nil {
+		pauses = &reconcile.Pauses{}
+	}
+	p := newParts(cfg, in, reg, block, driver, ls, pauses, log)
 	if prov != nil {
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin.Handler(), End: driver.End, Rentals: prov,
 			Blocklist: block, Status: driver.ProviderStatus,
@@ -159,6 +163,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 			Firewall:    f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
 			MaxDPHTotal: cfg.MaxDPHTotal,
 			RayScales:   cfg.Autoscaler != nil,
+			Pauses:      pauses,
 			Log:         log.With("part", "reconcile")})
 		if err != nil {
 			ls.close()

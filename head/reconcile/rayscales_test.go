@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -75,5 +76,40 @@ func TestRayScales(t *testing.T) {
 				t.Errorf("second tick created %v (%v), want nothing: each failure is replaced once", res.Created, err)
 			}
 		})
+	}
+}
+
+// TestRayScalesPauses: past MaxFailures the loop records the node type as
+// paused in Pauses (which the admin API reads to refuse Ray's creates) and
+// rents no spare; once the failures age out of the window it resumes.
+func TestRayScalesPauses(t *testing.T) {
+	now := t0
+	var cands []wire.Candidate
+	for i := 0; i < 3; i++ {
+		c := ended(fmt.Sprintf("f%d", i), "gpu", wire.ReasonRayVersion, 0)
+		c.UpdatedAt = t0.Add(time.Second)
+		cands = append(cands, c)
+	}
+	cl := &fakeCluster{cands: cands}
+	pauses := &Pauses{}
+	l := New(Config{Cluster: cl, NodeTypes: map[string]wire.NodeType{"gpu": {GPUs: 1, MaxWorkers: 4}}, RayScales: true,
+		MaxFailures: 3, PauseWindow: time.Hour, Pauses: pauses, Now: func() time.Time { return now }})
+	now = t0.Add(5 * time.Second)
+	res, err := l.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pauses.Paused("gpu") || len(res.Created) != 0 {
+		t.Errorf("3 failures of 3 allowed: paused %v, created %v; want paused and nothing rented", pauses.Paused("gpu"), res.Created)
+	}
+	now = t0.Add(2 * time.Hour)
+	if _, err := l.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if pauses.Paused("gpu") {
+		t.Error("failures out of the window: still paused")
+	}
+	if (*Pauses)(nil).Paused("gpu") {
+		t.Error("a nil Pauses pauses")
 	}
 }

@@ -117,6 +117,9 @@ type Config struct {
 	// lost and late candidates and replaces each failed one with a spare
 	// (Spares -1: none), see rayscales.go.
 	RayScales bool
+	// Pauses, when set, is where the loop records paused node types for
+	// others to read (the admin API, with RayScales).
+	Pauses *Pauses
 	// DownFile, when it exists, means `head down`: end everything.
 	DownFile string
 	Now      func() time.Time
@@ -219,6 +222,9 @@ func (l *Loop) pause(n string, failed int, reasons map[string]int) bool {
 		l.paused[n] = true
 	} else {
 		delete(l.paused, n)
+	}
+	if l.cfg.Pauses != nil {
+		l.cfg.Pauses.set(n, stop)
 	}
 	return stop
 }

@@ -39,6 +39,7 @@ import http.client
 import json
 import logging
 import socket
+import sys
 import threading
 import urllib.parse
 
@@ -51,6 +52,11 @@ except ImportError:  # pragma: no cover - exercised only without Ray
             self.provider_config = provider_config
             self.cluster_name = cluster_name
 
+
+try:  # Ray's way for a provider to say why a launch failed.
+    from ray.autoscaler.node_launch_exception import NodeLaunchException
+except ImportError:  # pragma: no cover - exercised only without Ray
+    NodeLaunchException = None
 
 logger = logging.getLogger(__name__)
 
@@ -300,7 +306,16 @@ class RayvastNodeProvider(NodeProvider):
             raise ValueError("rayvast provider: no node type (tag %s or node_config.node_type)" % TAG_RAY_USER_NODE_TYPE)
         created = {}
         for _ in range(count):
-            node_id = self.admin.create(node_type)
+            try:
+                node_id = self.admin.create(node_type)
+            except AdminError as e:
+                # Ray's v1 autoscaler records a NodeLaunchException against
+                # the node type (shown under "Recent failures" and kept out
+                # of its plans for a while); a plain exception is only logged.
+                # The head refuses e.g. a paused type (node_type_paused).
+                if NodeLaunchException is None:
+                    raise
+                raise NodeLaunchException(e.code or "admin_error", str(e), sys.exc_info()) from e
             with self._lock:
                 self._tags[node_id] = dict(tags)
                 self._cache[node_id] = {"candidate_id": node_id, "node_type": node_type, "state": "pending"}
