@@ -80,6 +80,19 @@ type autoscaleResult struct {
 // (2 → 0). It logs the two figures the README gives: demand → both tasks
 // running, and idle → every rental ended.
 func TestAutoscaleRealRay(t *testing.T) {
+	autoscale(t)
+}
+
+// TestAutoscaleRealRayV2 is the same with Ray's v2 autoscaler
+// (RAY_enable_autoscaler_v2=1 in head up's environment, which the Ray head
+// inherits): Ray issue #57153 says v2 does not officially support external
+// providers; this is what Ray 2.60's v2 does with the plugin.
+func TestAutoscaleRealRayV2(t *testing.T) {
+	t.Setenv("RAY_enable_autoscaler_v2", "1")
+	autoscale(t)
+}
+
+func autoscale(t *testing.T) {
 	c := startRayClusterEdit(t, rvtest.RayNewest, 0, 2, func(cfg map[string]any) {
 		cfg["autoscaler"] = map[string]any{"idle_timeout_minutes": autoscaleIdleMinutes}
 		nt := cfg["node_types"].(map[string]any)[safeType].(map[string]any)
@@ -136,8 +149,17 @@ func TestAutoscaleRealRay(t *testing.T) {
 		t.Errorf("tasks ran on %v; live candidates' public IPs %v: want the same two", taskIPs, candIPs)
 	}
 	demandToRunning := seconds(last - res.Demand)
+	demand := time.Unix(0, int64(res.Demand*1e9))
+	var created, enrolled time.Time
+	for _, l := range live {
+		created = maxTime(created, l.CreatedAt)
+	}
+	for _, n := range c.nodes() {
+		enrolled = maxTime(enrolled, n.EnrolledAt)
+	}
 
 	// 2 → 0: idle past the timeout, Ray ends both, and every rental ends.
+	done := time.Unix(0, int64(res.Done*1e9))
 	var endedAt time.Time
 	waitFor(t, time.Duration(autoscaleIdleMinutes*float64(time.Minute))+4*time.Minute, "Ray to end both idle nodes and their rentals", func() (bool, string) {
 		n := len(liveCands(t, c))
@@ -148,11 +170,14 @@ func TestAutoscaleRealRay(t *testing.T) {
 		endedAt = time.Now()
 		return n == 0 && len(cs) == 0, fmt.Sprintf("%d live candidates, %d containers", n, len(cs))
 	})
-	idleToEnded := endedAt.Sub(time.Unix(0, int64(res.Done*1e9)))
+	idleToEnded := endedAt.Sub(done)
+	var terminated time.Time
 	for _, l := range live {
-		if got := candidate(t, c, l.CandidateID); got.State != wire.StateEnded || got.Reason != "deleted" {
+		got := candidate(t, c, l.CandidateID)
+		if got.State != wire.StateEnded || got.Reason != "deleted" {
 			t.Errorf("candidate %s: %s %q, want ended by Ray's terminate (deleted)", l.CandidateID, got.State, got.Reason)
 		}
+		terminated = maxTime(terminated, got.UpdatedAt)
 	}
 	if n := len(allCands(t, c)); n != 2 {
 		t.Errorf("%d candidates made in all, want 2", n)
@@ -163,6 +188,17 @@ func TestAutoscaleRealRay(t *testing.T) {
 	t.Logf("AUTOSCALE demand → both tasks running on 2 new nodes: %s; idle → every rental ended: %s (idle timeout %s)",
 		demandToRunning.Round(100*time.Millisecond), idleToEnded.Round(100*time.Millisecond),
 		time.Duration(autoscaleIdleMinutes*float64(time.Minute)))
+	t.Logf("AUTOSCALE from the demand: both candidates created %s, both enrolled %s, both tasks running %s; "+
+		"from idle: Ray ended both candidates %s, no container left %s",
+		created.Sub(demand).Round(100*time.Millisecond), enrolled.Sub(demand).Round(100*time.Millisecond),
+		demandToRunning.Round(100*time.Millisecond), terminated.Sub(done).Round(100*time.Millisecond), idleToEnded.Round(100*time.Millisecond))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func parseAutoscale(out string) (autoscaleResult, bool) {
