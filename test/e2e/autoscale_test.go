@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +95,20 @@ func TestAutoscaleRealRayV2(t *testing.T) {
 }
 
 func autoscale(t *testing.T) {
+	// Ray's GCS listens on every address: a second Ray head at :6379 on
+	// this machine (another test's) would take our nodes' connections. A
+	// port from the ephemeral range: Ray refuses a GCS port inside its
+	// worker ports (10002-19999).
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcsPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	c := startRayClusterEdit(t, rvtest.RayNewest, 0, 2, func(cfg map[string]any) {
+		ray := cfg["ray"].(map[string]any)
+		host, _, _ := net.SplitHostPort(ray["head_address"].(string))
+		ray["head_address"] = net.JoinHostPort(host, strconv.Itoa(gcsPort))
 		cfg["autoscaler"] = map[string]any{"idle_timeout_minutes": autoscaleIdleMinutes}
 		nt := cfg["node_types"].(map[string]any)[safeType].(map[string]any)
 		nt["cpus"] = 1 // Ray's autoscaler plans with the type's declared CPU
