@@ -120,8 +120,10 @@ func autoscale(t *testing.T) {
 			t.Fatalf("head up exited early: %v\n%s", err, c.out.String())
 		default:
 		}
-		out := c.out.String()
-		return strings.Contains(out, "Ray autoscaler: on") && strings.Contains(out, "Ray head: running"), "not yet"
+		// head up says the process runs; `ray start` says when Ray does.
+		b, _ := os.ReadFile(filepath.Join(c.state, "ray-head.log"))
+		up := strings.Contains(c.out.String(), "Ray autoscaler: on") && strings.Contains(string(b), "Ray runtime started")
+		return up, "not yet"
 	})
 	defer func() {
 		if t.Failed() {
