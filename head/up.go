@@ -318,7 +318,7 @@ func startRayHead(st *statedir.State, python, address string, as *autoscaling, l
 	env := rayhead.Env(os.Environ(), files.rayhead(), python)
 	if as != nil {
 		argv = rayhead.WithAutoscaler(argv, as.config)
-		env = rayhead.WithPythonPath(env, as.pluginDir)
+		env = rayhead.AutoscalerEnv(env, as.pluginDir)
 	}
 	sup, err := rayhead.New(rayhead.Config{Command: argv, Env: env,
 		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),

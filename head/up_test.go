@@ -325,6 +325,9 @@ func TestUpAutoscaler(t *testing.T) {
 	if got, want := rec.Env["PYTHONPATH"], plugins+":"+fr; got != want {
 		t.Errorf("Ray head PYTHONPATH = %q, want %q", got, want)
 	}
+	if got := rec.Env["AUTOSCALER_HEARTBEAT_TIMEOUT_S"]; got != rayhead.HeartbeatTimeoutS {
+		t.Errorf("Ray head AUTOSCALER_HEARTBEAT_TIMEOUT_S = %q, want %s", got, rayhead.HeartbeatTimeoutS)
+	}
 	plugin, err := os.ReadFile(filepath.Join(plugins, "rayvast_autoscaler.py"))
 	if err != nil || !bytes.Contains(plugin, []byte("class RayvastNodeProvider")) {
 		t.Errorf("plugin in the state dir: %v", err)

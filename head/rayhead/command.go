@@ -123,3 +123,24 @@ func WithPythonPath(env []string, dir string) []string {
 	}
 	return append(out, "PYTHONPATH="+val)
 }
+
+// HeartbeatTimeoutS is the AUTOSCALER_HEARTBEAT_TIMEOUT_S the Ray head
+// gets with the autoscaler on, unless head up's environment names one.
+// Ray's v1 autoscaler ends a node that has not reported to Ray this long
+// after the plugin first calls it up-to-date (enrolled); Ray's 30 s default
+// ended nodes whose Ray was still starting on a loaded machine, and Ray
+// launched new ones, over and over. A node whose Ray dies is ended by the
+// head anyway (the agent's crash-loop report, lost heartbeats).
+const HeartbeatTimeoutS = "300"
+
+// AutoscalerEnv is env for a Ray head running the autoscaler: the plugin's
+// dir first on PYTHONPATH and AUTOSCALER_HEARTBEAT_TIMEOUT_S defaulted.
+func AutoscalerEnv(env []string, pluginDir string) []string {
+	env = WithPythonPath(env, pluginDir)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "AUTOSCALER_HEARTBEAT_TIMEOUT_S=") {
+			return env
+		}
+	}
+	return append(env, "AUTOSCALER_HEARTBEAT_TIMEOUT_S="+HeartbeatTimeoutS)
+}

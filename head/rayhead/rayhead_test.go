@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -161,5 +162,19 @@ func TestAutoscalerCommand(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%v: %d PYTHONPATH entries, want 1: %v", c.env, n, got)
 		}
+	}
+}
+
+// TestAutoscalerEnv: the autoscaler's Ray head gets a heartbeat timeout
+// long enough for a just-enrolled node's Ray to join, unless head up's
+// environment names its own.
+func TestAutoscalerEnv(t *testing.T) {
+	got := AutoscalerEnv([]string{"A=1"}, "/p")
+	if want := "AUTOSCALER_HEARTBEAT_TIMEOUT_S=" + HeartbeatTimeoutS; !slices.Contains(got, want) || !slices.Contains(got, "PYTHONPATH=/p") {
+		t.Errorf("AutoscalerEnv = %v, want %s and PYTHONPATH=/p", got, want)
+	}
+	got = AutoscalerEnv([]string{"AUTOSCALER_HEARTBEAT_TIMEOUT_S=60"}, "/p")
+	if n := len(slices.DeleteFunc(slices.Clone(got), func(kv string) bool { return !strings.HasPrefix(kv, "AUTOSCALER_HEARTBEAT_TIMEOUT_S=") })); n != 1 || !slices.Contains(got, "AUTOSCALER_HEARTBEAT_TIMEOUT_S=60") {
+		t.Errorf("with the user's 60: %v", got)
 	}
 }
