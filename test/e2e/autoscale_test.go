@@ -110,6 +110,9 @@ func autoscale(t *testing.T) {
 		host, _, _ := net.SplitHostPort(ray["head_address"].(string))
 		ray["head_address"] = net.JoinHostPort(host, strconv.Itoa(gcsPort))
 		cfg["autoscaler"] = map[string]any{"idle_timeout_minutes": autoscaleIdleMinutes}
+		// The suite's 2 s heartbeats call nodes lost (6 s) on a machine
+		// loaded by other tests' Ray; Ray's own pace is what is measured.
+		cfg["heartbeat_interval_s"] = 10
 		nt := cfg["node_types"].(map[string]any)[safeType].(map[string]any)
 		nt["cpus"] = 1 // Ray's autoscaler plans with the type's declared CPU
 		nt["resources"] = map[string]any{"autoscale-slot": 1}

@@ -104,6 +104,12 @@ HEAD_NODE_TYPE = "head"
 # Candidate states (SPEC section 8).
 LIVE_STATES = ("pending", "rented", "running", "enrolled", "lost")
 RUNNING_STATES = ("running", "enrolled")
+# Ray's v1 autoscaler keys what it knows of a node (last used, last
+# heartbeat) by IP, and public IPs are reused: a new rental may get the IP
+# of one that just ended, whose idle time Ray still holds. A candidate's IP
+# is told to Ray only once its node is the one at that IP (enrolled); until
+# then Ray forgets the old node's entry (it prunes IPs no node lists).
+IP_STATES = ("enrolled", "lost")
 
 _STATUS_BY_STATE = {
     "pending": STATUS_UNINITIALIZED,
@@ -291,8 +297,10 @@ class RayvastNodeProvider(NodeProvider):
     def external_ip(self, node_id):
         if node_id == HEAD_NODE_ID:
             return self.provider_config.get("head_ip") or None
-        c = self._get(node_id)
-        return (c or {}).get("public_ip") or None
+        c = self._get(node_id) or {}
+        if c.get("state") not in IP_STATES:
+            return None
+        return c.get("public_ip") or None
 
     def internal_ip(self, node_id):
         # vast hosts share no private network: Ray reaches nodes at their
