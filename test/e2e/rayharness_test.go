@@ -84,7 +84,9 @@ func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers 
 		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
 	cfg := map[string]any{
 		"cluster": name,
-		"ray":     map[string]any{"head_address": c.headIP + ":6379", "version": version},
+		// Ray's GCS binds all addresses: a port of its own per cluster, so
+		// two clusters on this machine (tests run at once) do not meet.
+		"ray": map[string]any{"head_address": c.headIP + ":" + freePort(t, "127.0.0.1"), "version": version},
 		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": minWorkers, "max_workers": maxWorkers,
 			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
 		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
