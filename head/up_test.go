@@ -168,7 +168,11 @@ func TestUp(t *testing.T) {
 
 	// Again, with --down-on-exit: the state is reused, the candidate ended.
 	r = startUp(t, append(args, "--down-on-exit")...)
-	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
+	// The Ray head starts before the ports listen: wait for both, or a
+	// Ctrl-C in between finds no admin API to end the candidate through.
+	r.waitFor(t, "the live summary", func() bool {
+		return strings.Contains(r.out.String(), "Ray head: running") && strings.Contains(r.out.String(), "listening: port A")
+	})
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("head up --down-on-exit exit %d:\n%s", code, r.errOut.String())
 	}
