@@ -29,7 +29,13 @@ Ray cluster YAML:
       disable_launch_config_check: true  # a monitor restart ends nothing
 
 The complete file is example.yaml beside this module; `head up` writes one
-for its cluster (STATE/autoscaler.yaml).
+for its cluster (STATE/autoscaler.yaml) and, with the config's autoscaler
+block, starts the Ray head with it and this module (built into head) on
+its PYTHONPATH.
+
+Tag names and statuses are Ray's own (ray.autoscaler.tags) when Ray is
+importable. A create the head refuses reaches Ray as its
+NodeLaunchException. A candidate's IP is Ray's only once it enrolls.
 
 The join token the head returns on create is dropped at once: it is the
 head's business to hand it to the rental, never the autoscaler's to log.
@@ -66,7 +72,7 @@ except ImportError:  # pragma: no cover - exercised only without Ray
     _ray_tags = None
 
 # What Ray 2.52-2.60's ray.autoscaler.tags says, used only without Ray
-# (test_ray_names checks each against the real module). Ray's key for a
+# (test_with_ray checks each against the real module). Ray's key for a
 # node's kind is "ray-node-type" ("for legacy reasons", says its tags.py).
 RAY_TAGS_WITHOUT_RAY = {
     "TAG_RAY_NODE_KIND": "ray-node-type",
