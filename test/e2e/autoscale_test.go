@@ -116,7 +116,10 @@ func autoscale(t *testing.T) {
 		nt := cfg["node_types"].(map[string]any)[safeType].(map[string]any)
 		nt["cpus"] = 1 // Ray's autoscaler plans with the type's declared CPU
 		nt["resources"] = map[string]any{"autoscale-slot": 1}
-	})
+	},
+		// Ports A and B off 8443/8444: another test's head firewall on this
+		// machine drops those ports for every address but its own nodes'.
+		"--listen-a", ":0", "--listen-b", ":0")
 	waitFor(t, 3*time.Minute, "the Ray head with its autoscaler", func() (bool, string) {
 		select {
 		case err := <-c.done:
