@@ -25,7 +25,7 @@ import (
 const (
 	raySiteDir    = "/opt/ray/site-packages"
 	rayPthName    = "rayvast-ray.pth"
-	debianSiteDir = "/usr/lib/python3/dist-packages" // the debootstrap base's Python reads .pth files here
+	debianSiteDir = "/usr/lib/python3/dist-packages"      // the debootstrap base's Python reads .pth files here
 	rayRecipe     = "ray 2: site-packages with byte code" // bump when the Ray layer's steps change
 )
 
