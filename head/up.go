@@ -145,6 +145,7 @@ type upRun struct {
 	stderr io.Writer
 
 	rayDone  chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+	rayRun   atomic.Pointer[rayhead.Run]
 	listened atomic.Bool   // serving got as far as its ports (past the state dir's lock)
 }
 
@@ -219,10 +220,17 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			if err != nil {
 				return err
 			}
+			r.rayRun.Store(run)
 			r.rayDone = make(chan struct{})
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
-			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			r.p.step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
 			return nil
+		},
+		rayHead: func() (string, bool) {
+			if run := r.rayRun.Load(); run != nil {
+				return run.Current()
+			}
+			return "", false
 		},
 		listening: func(a, b, sock string) {
 			r.listened.Store(true)
@@ -300,9 +308,10 @@ func startRayHead(st *statedir.State, python, address string, log *slog.Logger) 
 			python = abs
 		}
 	}
-	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address),
+	tmp := rayhead.TempDir(st.Dir)
+	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address, tmp),
 		Env:     rayhead.Env(os.Environ(), files.rayhead(), python),
-		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
+		Address: address, TempDir: tmp, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {
 		return nil, err
