@@ -146,7 +146,7 @@ type upRun struct {
 
 	rayDone  chan struct{} // closed when the Ray head's supervisor returns; nil: none started
 	rayRun   atomic.Pointer[rayhead.Run]
-	listened atomic.Bool   // serving got as far as its ports (past the state dir's lock)
+	listened atomic.Bool // serving got as far as its ports (past the state dir's lock)
 }
 
 func (r *upRun) run(ctx context.Context) int {

@@ -43,9 +43,9 @@ const (
 
 // Status is what the state file holds.
 type Status struct {
-	State    string    `json:"state"`
-	Address  string    `json:"address"`
-	PID      int       `json:"pid,omitempty"`
+	State   string `json:"state"`
+	Address string `json:"address"`
+	PID     int    `json:"pid,omitempty"`
 	// ID is new at each start of the Ray head; the nodes hear it once the
 	// Ray head runs (Current).
 	ID       string    `json:"id,omitempty"`
@@ -66,7 +66,7 @@ type Config struct {
 	// TempDir is the Ray head's own --temp-dir (see TempDir): its stale
 	// ray_current_cluster file is removed before each start.
 	TempDir string
-	LogPath string   // appended to; the process's stdout and stderr
+	LogPath string // appended to; the process's stdout and stderr
 	// StatePath is where the Status is written ("" writes nothing).
 	StatePath string
 	// A Ray head that came up (running) and exits is restarted at once.
