@@ -37,6 +37,7 @@ type Config struct {
 	Status      func() wire.RayStatus       // what the supervisor knows of Ray
 	HealthToken func(now time.Time) string  // guest:health token; nil = ""
 	OnStop      func()                      // the head said "stop" (called once)
+	OnRayHead   func(id string)             // optional: the Ray head each answer names ("" none)
 	OnBeat      func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
 	// Final, when closed, makes Run send one last heartbeat at once (Ray's
 	// final status, so the head sees the exit code) and return nil.
@@ -112,6 +113,13 @@ func Run(ctx context.Context, cfg Config) error {
 				wait = backoff.Jitter(interval, Jitter, cfg.Rand)
 			}
 			cfg.Log.Debug("heartbeat", "seq", seq, "ray", hb.Ray.State, "action", reply.Action)
+			if cfg.OnRayHead != nil {
+				id := ""
+				if reply.RayHead != nil {
+					id = reply.RayHead.ID
+				}
+				cfg.OnRayHead(id)
+			}
 			if reply.Action == wire.ActionStop && !stopped {
 				stopped = true
 				cfg.Log.Info("head asked to stop ray", "seq", seq)
