@@ -224,6 +224,7 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			r.rayDone = make(chan struct{})
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
 			r.p.step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			go r.announceRayHead(rayCtx, run)
 			return nil
 		},
 		rayHead: func() (string, bool) {
@@ -242,6 +243,24 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			}
 			go r.p.watch(ctx, sock, r.st.Dir)
 		},
+	}
+}
+
+// announceRayHead prints a step once the Ray head first runs (its GCS
+// answers); later states show in the live summary.
+func (r *upRun) announceRayHead(ctx context.Context, run *rayhead.Run) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, ok := run.Current(); ok {
+			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 
