@@ -78,7 +78,10 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
 	cfg := map[string]any{
 		"cluster": name,
-		"ray":     map[string]any{"head_address": c.headIP + ":6379", "version": version},
+		// A free port, not Ray's 6379: the GCS binds it on every address, so
+		// two real-Ray clusters on one machine (tests run side by side) would
+		// refuse each other.
+		"ray": map[string]any{"head_address": fmt.Sprintf("%s:%d", c.headIP, rvtest.FreePort(t, "")), "version": version},
 		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": workers, "max_workers": workers,
 			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
 		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
