@@ -59,7 +59,8 @@ type rayLoop struct {
 	joinedGen int       // the latest start that said it joined
 	startedAt time.Time // of the current start
 	joinTimer *time.Timer
-	headID    string // the Ray head the current Ray was started toward ("" unknown)
+	headID    string // the Ray head Ray joined ("" unknown)
+	headDown  bool   // the head stopped naming headID; the next one named is Ray's
 	cycling   string // why the agent itself is ending Ray to restart it ("" not)
 	kick      chan struct{}
 	final     chan struct{} // closed when the loop has decided to end
@@ -146,29 +147,45 @@ func (l *rayLoop) notJoined(gen int) {
 }
 
 // RayHead is what the head's heartbeat answer says of the Ray head (""
-// when it names none). A Ray head other than the one Ray was started
-// toward means Ray's cluster is gone: Ray is restarted at once.
-func (l *rayLoop) RayHead(id string) {
-	if id == "" {
-		return
-	}
+// when it names none), and whether the next heartbeat should come soon.
+//
+// The first Ray head named is the one Ray joined. When the head stops
+// naming it (it died; a new one is starting), Ray's cluster is gone: Ray is
+// restarted at once, so that its `ray start` waits for the new GCS instead
+// of Ray's raylet waiting 60 s for the old one, and heartbeats come soon
+// until a Ray head is named again, which is then taken as the one Ray
+// joins. A Ray head named with another ID (the whole change happened
+// between two heartbeats) restarts Ray the same way.
+func (l *rayLoop) RayHead(id string) (soon bool) {
 	l.mu.Lock()
-	prev := l.headID
-	l.headID = id
-	changed := prev != "" && prev != id && l.cycling == ""
-	if changed {
-		l.cycling = "the Ray head restarted (now " + id + ")"
+	prev, why := l.headID, ""
+	switch {
+	case id == "" && prev != "":
+		l.headID, l.headDown = "", true
+		why = "the Ray head is gone (" + prev + ")"
+	case id == "":
+	case prev == "":
+		l.headID, l.headDown = id, false
+	case prev != id:
+		l.headID = id
+		why = "the Ray head restarted (now " + id + ")"
 	}
+	cycle := why != "" && l.cycling == ""
+	if cycle {
+		l.cycling = why
+	}
+	soon = l.headDown
 	l.mu.Unlock()
-	if !changed {
-		return
+	if !cycle {
+		return soon
 	}
-	l.log.Warn("the Ray head restarted: restarting ray now", "was", prev, "now", id)
+	l.log.Warn("restarting ray now", "why", why)
 	select {
 	case l.kick <- struct{}{}: // cuts a restart backoff short
 	default:
 	}
 	l.sup.Cycle()
+	return soon
 }
 
 // Status is what heartbeats and the guest API say of Ray.

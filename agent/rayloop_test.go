@@ -110,32 +110,39 @@ func TestRayNotJoinedReported(t *testing.T) {
 	}
 }
 
-// TestRayHeadChangeRestartsRay proves the first Ray head the head names is
-// taken as the one Ray joined, the same one again changes nothing, and a
-// new one makes the loop end Ray to restart it at once (cycling, with a
-// kick that cuts a restart backoff short).
+// TestRayHeadChangeRestartsRay proves the first Ray head the head names
+// is taken as the one Ray joined and naming it again changes nothing; when
+// the head stops naming it (it died) Ray is restarted at once and
+// heartbeats come soon until a Ray head is named again, which Ray is then
+// taken to join (no second restart); a new ID named outright restarts Ray
+// too. A restart is a cycle of Ray with a kick that cuts a backoff short.
 func TestRayHeadChangeRestartsRay(t *testing.T) {
 	lt := newLoopUnderTest(t)
 	lt.launchPID(t, 41)
-	for _, id := range []string{"", "aaaa", "", "aaaa"} {
-		lt.RayHead(id)
+	step := func(id string, wantSoon bool, wantCycle string) {
+		t.Helper()
+		kicks := len(lt.kick)
+		soon := lt.RayHead(id)
+		lt.mu.Lock()
+		cycling := lt.cycling
+		lt.mu.Unlock()
+		if soon != wantSoon || !strings.Contains(cycling, wantCycle) || (wantCycle == "") != (cycling == "") {
+			t.Fatalf("RayHead(%q): soon %v, cycling %q; want soon %v, cycling %q", id, soon, cycling, wantSoon, wantCycle)
+		}
+		if wantCycle != "" && len(lt.kick) == 0 && kicks == 0 {
+			t.Fatalf("RayHead(%q): restart without a kick", id)
+		}
 	}
-	if lt.cycling != "" || len(lt.kick) != 0 {
-		t.Fatalf("no Ray head change, yet cycling %q, kicks %d", lt.cycling, len(lt.kick))
-	}
-	lt.RayHead("bbbb")
-	if !strings.Contains(lt.cycling, "Ray head restarted") || len(lt.kick) != 1 {
-		t.Fatalf("after a new Ray head: cycling %q, kicks %d; want a restart at once", lt.cycling, len(lt.kick))
-	}
-	lt.RayHead("bbbb") // the next answer, while Ray restarts: nothing more
-	lt.launchPID(t, 42)
-	if lt.cycling != "" {
-		t.Errorf("cycling %q after the restart, want cleared", lt.cycling)
-	}
-	lt.RayHead("bbbb")
-	if lt.cycling != "" {
-		t.Errorf("the same Ray head after the restart cycled Ray again")
-	}
+	step("", false, "") // the head runs no Ray head, or it is not up yet
+	step("aaaa", false, "")
+	step("aaaa", false, "")
+	step("", true, "the Ray head is gone (aaaa)")
+	step("", true, "the Ray head is gone (aaaa)") // still restarting: no second cycle
+	lt.launchPID(t, 42)                           // Ray restarted, waiting for the new GCS
+	step("", true, "")
+	step("bbbb", false, "") // the new one: Ray's, no restart
+	step("bbbb", false, "")
+	step("cccc", false, "the Ray head restarted (now cccc)")
 }
 
 // TestCopyRayOutputJoined proves the started line of real Ray's `ray

@@ -23,8 +23,9 @@
 //	   turn in time; the agent retries a 5xx with the same request anyway.
 //	   Admin API candidates gain reported: a rejected agent's checks.
 //	   Later, additive (issue 22): the heartbeat reply gains ray_head
-//	   {"id"} while the head's Ray head runs, and a node whose Ray joined
-//	   another Ray head restarts its Ray at once; ray.state "running" now
+//	   {"id"} while the head's Ray head runs; a node whose Ray joined a
+//	   Ray head no longer named (or another one) restarts its Ray at once
+//	   and heartbeats every second until one is named; ray.state "running" now
 //	   means the node joined Ray's cluster ("starting" until then, after
 //	   every restart too); report event ray_not_joined (Ray's last words
 //	   when it did not join within the agent's bound).

@@ -38,7 +38,8 @@ type HeartbeatReply struct {
 	Action    string `json:"action"`
 	// RayHead is the Ray head the head runs, while it runs (absent when the
 	// head runs none, or while it is starting): a node whose Ray joined a
-	// Ray head with another ID restarts its Ray at once (version 2, later).
+	// Ray head no longer named, or named with another ID, restarts its Ray
+	// at once (version 2, later; see the protocol history).
 	RayHead *RayHeadRun `json:"ray_head,omitempty"`
 }
 
