@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -78,10 +80,7 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
 	cfg := map[string]any{
 		"cluster": name,
-		// A free port, not Ray's 6379: the GCS binds it on every address, so
-		// two real-Ray clusters on one machine (tests run side by side) would
-		// refuse each other.
-		"ray": map[string]any{"head_address": fmt.Sprintf("%s:%d", c.headIP, rvtest.FreePort(t, "")), "version": version},
+		"ray":     map[string]any{"head_address": fmt.Sprintf("%s:%d", c.headIP, gcsPort(t)), "version": version},
 		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": workers, "max_workers": workers,
 			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
 		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
@@ -112,6 +111,22 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 
 // stop ends head up (Ctrl-C) and removes the cluster's containers and
 // networks; on failure it logs what each part said.
+// gcsPort is a free port for the Ray head's GCS, not Ray's 6379: the GCS
+// binds it on every address, so two real-Ray clusters on one machine (tests
+// run side by side) would refuse each other. Below Ray's default worker
+// ports (10002–19999), which Ray refuses to share with the GCS.
+func gcsPort(t testing.TB) int {
+	for range 200 {
+		p := 6380 + rand.IntN(3000)
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p)); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port for the Ray head's GCS in 6380–9379")
+	return 0
+}
+
 func (c *rayCluster) stop() {
 	if c.cmd.ProcessState == nil {
 		_ = c.cmd.Process.Signal(syscall.SIGINT)
