@@ -188,6 +188,9 @@ func copyRayOutput(r io.Reader, w io.Writer, joined func()) {
 func (a *agent) rayLastWords() string {
 	b, _ := a.rayLog.Tail(1 << 10)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 1 {
+		lines = lines[1:] // the first may be cut
+	}
 	if len(lines) > 8 {
 		lines = lines[len(lines)-8:]
 	}
