@@ -94,8 +94,12 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 	if err := os.WriteFile(c.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Ports A and B of their own, not 8443/8444: another head on this
+	// machine with its firewall on drops every connection to its ports
+	// whatever the destination address (head/firewall matches dport only).
 	args := append([]string{"up", "--config", c.cfgPath, "--python", python, "--agent", suite.agent,
-		"--bootloader", filepath.Join(suite.repo, "bootloader.sh")}, upArgs...)
+		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
+		"--listen-a", fmt.Sprintf("%s:%d", c.headIP, gcsPort(t)), "--listen-b", fmt.Sprintf("%s:%d", c.headIP, gcsPort(t))}, upArgs...)
 	c.cmd = exec.Command(suite.head, args...)
 	c.cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
@@ -114,7 +118,8 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 // gcsPort is a free port for the Ray head's GCS, not Ray's 6379: the GCS
 // binds it on every address, so two real-Ray clusters on one machine (tests
 // run side by side) would refuse each other. Below Ray's default worker
-// ports (10002–19999), which Ray refuses to share with the GCS.
+// ports (10002–19999), which Ray refuses to share with the GCS. Ports A and
+// B take one each too.
 func gcsPort(t testing.TB) int {
 	for range 200 {
 		p := 6380 + rand.IntN(3000)
