@@ -131,7 +131,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	}
 	defer closeState()
 	block := blocklist.New(time.Now)
-	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
+	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, RayVersion: cfg.Ray.Version, Log: log.With("provider", f.provider)})
 	if err != nil {
 		return err
 	}
@@ -157,6 +157,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	p := newParts(cfg, in, reg, block, driver, ls, hooks.rayHead, log)
 	if prov != nil {
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin.Handler(), End: driver.End, Rentals: prov,
+			Blocklist: block, Status: driver.ProviderStatus,
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
 			Firewall:    f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
 			MaxDPHTotal: cfg.MaxDPHTotal,

@@ -132,7 +132,7 @@ func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blo
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: in.shim,
 			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
 	})
-	adm := admin.New(admin.Config{Registry: reg, Blocklist: block, Rentals: driver, NodeTypes: cfg.NodeTypes, Metrics: m,
+	adm := admin.New(admin.Config{Registry: reg, Blocklist: block, Rentals: driver, Provider: driver.ProviderStatus, NodeTypes: cfg.NodeTypes, Metrics: m,
 		Log: log.With("part", "admin"),
 		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(in.agentSum[:]), CASHA256: st.CA.Fingerprint(),
 			PublicLogs: cfg.PublicLogs}})

@@ -50,8 +50,28 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	printStatus(stdout, cands, nodes, time.Now())
+	var prov wire.ProviderStatus
+	if err := c.Do(ctx, http.MethodGet, "/v1/provider", nil, &prov, http.StatusOK); err == nil {
+		printProvider(stdout, prov, time.Now())
+	}
 	printRayHead(stdout, *state, time.Now())
 	return 0
+}
+
+// printProvider says why the built-in provider rents nothing now (vast's
+// daily search quota, a refused key, billing); nothing while it rents.
+func printProvider(w io.Writer, st wire.ProviderStatus, now time.Time) {
+	if st.Halted == "" {
+		return
+	}
+	until := "until fixed (then restart the head)"
+	if st.Until != nil {
+		until = "until " + st.Until.UTC().Format(time.RFC3339) + " (in " + st.Until.Sub(now).Round(time.Minute).String() + ")"
+	}
+	fmt.Fprintf(w, "\nRENTING HALTED  %s: %s, %s\n", termtext.Field(st.Kind), termtext.Field(st.Halted), until)
+	if st.Detail != "" {
+		fmt.Fprintf(w, "  %s\n", termtext.Field(st.Detail))
+	}
 }
 
 // printStatus writes the two tables; now is passed in so a test can pin ages.

@@ -47,3 +47,24 @@ func TestStatusRestarts(t *testing.T) {
 		t.Errorf("RESTARTS column: header %q row %q, want 3 under RESTARTS", head, row)
 	}
 }
+
+// TestStatusShowsRentingHalted proves `head status` says why the provider
+// rents nothing (vast's daily search quota, with when it resets), inert,
+// and prints nothing about the provider while it rents.
+func TestStatusShowsRentingHalted(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	reset := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	printProvider(&b, wire.ProviderStatus{Kind: "vast", Halted: "search_quota_exceeded", Detail: "quota\x1b[2J used up", Until: &reset}, now)
+	got := b.String()
+	for _, want := range []string{"RENTING HALTED", "vast: search_quota_exceeded", "until 2026-12-01T00:00:00Z (in 12h0m0s)", "quota?[2J used up"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status output lacks %q:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	printProvider(&b, wire.ProviderStatus{Kind: "vast"}, now)
+	if b.Len() != 0 {
+		t.Errorf("a renting provider printed %q, want nothing", b.String())
+	}
+}

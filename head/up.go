@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -21,6 +22,7 @@ import (
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/rayenv"
 )
 
 const upUsage = `usage: head up --config FILE [--state DIR] [--no-ray-head] [--down-on-exit] [flags]
@@ -50,7 +52,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&u.noRayHead, "no-ray-head", false, "do not start a Ray head: one runs elsewhere at ray.head_address")
 	fs.BoolVar(&u.downOnExit, "down-on-exit", false, "on Ctrl-C/SIGTERM also end every rental (head down)")
 	fs.StringVar(&u.ip, "ip", "", "the head's IP as rentals reach it, for a new state dir (default: ray.head_address's host)")
-	fs.StringVar(&u.python, "python", "", "python of the Ray head (default: $PYTHON, else python3)")
+	fs.StringVar(&u.python, "python", "", "python of the Ray head, with the cluster's Ray (default: $PYTHON, else python3; head ray-env makes a venv with real Ray and prints its python)")
 	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap (default: the one built into head)")
 	fs.StringVar(&f.shim, "shim", "", "Python file put first on Ray's PYTHONPATH (default: the built-in sitecustomize.py; none: no shim)")
 	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh of built-in rentals (default: the one built into head)")
@@ -117,6 +119,12 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 	if !u.noRayHead && st.HeadIP != rayHost {
 		// The Ray head runs beside the head: nodes reach both at one IP.
 		return fail(2, "ray.head_address %s: its host is not the state dir's head IP %s (use --no-ray-head for a Ray head elsewhere)", cfg.Ray.HeadAddress, st.HeadIP)
+	}
+	if !u.noRayHead {
+		u.python = rayHeadPython(u.python)
+		if err := checkRayHeadPython(ctx, u.python, cfg.Ray.Version); err != nil {
+			return fail(2, "%v", err)
+		}
 	}
 	if f.listenA == "" {
 		f.listenA = net.JoinHostPort(st.HeadIP, "8443")
@@ -313,20 +321,6 @@ func startRayHead(st *statedir.State, python, address string, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	if python == "" {
-		python = os.Getenv("PYTHON")
-	}
-	if python == "" {
-		python = "python3"
-	}
-	// An absolute path (a venv's bin/python stays itself, not what it
-	// links to): the status names it for `head run`, and its dir goes
-	// first on the Ray head's PATH.
-	if p, err := exec.LookPath(python); err == nil {
-		if abs, err := filepath.Abs(p); err == nil {
-			python = abs
-		}
-	}
 	tmp := rayhead.TempDir(st.Dir)
 	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address, tmp),
 		Env:     rayhead.Env(os.Environ(), files.rayhead(), python),
@@ -336,6 +330,40 @@ func startRayHead(st *statedir.State, python, address string, log *slog.Logger) 
 		return nil, err
 	}
 	return sup.Start()
+}
+
+// rayHeadPython is the Ray head's Python: --python, $PYTHON, or python3,
+// made an absolute path (a venv's bin/python stays itself, not what it
+// links to): the status names it for `head run`, and its dir goes first on
+// the Ray head's PATH.
+func rayHeadPython(flag string) string {
+	python := flag
+	if python == "" {
+		python = os.Getenv("PYTHON")
+	}
+	if python == "" {
+		python = "python3"
+	}
+	if p, err := exec.LookPath(python); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			python = abs
+		}
+	}
+	return python
+}
+
+// checkRayHeadPython fails early when the Ray head's Python has no Ray, or
+// another Ray than the config names (every node must run the head's Ray,
+// and the enrollment refuses nodes of another version).
+func checkRayHeadPython(ctx context.Context, python, want string) error {
+	got, err := rayenv.Version(ctx, python)
+	if err != nil {
+		return fmt.Errorf("the Ray head's Python cannot import ray (%v): make a venv with it (head ray-env --version %s) and pass --python", err, cmp.Or(want, rayenv.Newest))
+	}
+	if want != "" && got != want {
+		return fmt.Errorf("the Ray head's Python %s has Ray %s, the config's ray.version is %s (head ray-env --version %s makes one)", python, got, want, want)
+	}
+	return nil
 }
 
 // rayHeadFilesOnce is head ray-head-cert into STATE/ray-head, reusing the

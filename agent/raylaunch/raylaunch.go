@@ -6,6 +6,7 @@ package raylaunch
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -62,7 +63,7 @@ func Command(p Params) (argv, env []string) {
 		"--resources=" + resources,
 	}
 	if len(r.Labels) > 0 { // Ray refuses an empty --labels value on some releases
-		argv = append(argv, "--labels="+mustJSON(r.Labels))
+		argv = append(argv, "--labels="+labelString(r.Labels))
 	}
 	return argv, Env(p)
 }
@@ -151,6 +152,24 @@ func Dropped(name string) bool {
 		}
 	}
 	return false
+}
+
+// labelString is Ray's own --labels format, "k1=v1,k2=v2" (sorted, for a
+// stable argv): Ray 2.52 and later parse it first and warn that JSON is
+// deprecated (ray/scripts/scripts.py, ray/_private/label_utils.py). The
+// head's config holds labels to Ray's label syntax, which has neither
+// commas nor equals signs, so no quoting is needed.
+func labelString(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pairs := make([]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = k + "=" + labels[k]
+	}
+	return strings.Join(pairs, ",")
 }
 
 func mustJSON(v any) string {

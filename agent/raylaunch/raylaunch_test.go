@@ -39,7 +39,7 @@ func TestArgv(t *testing.T) {
 		"--dashboard-agent-grpc-port=40003", "--dashboard-agent-listen-port=40004", "--metrics-export-port=40005",
 		"--worker-port-list=40006,40007,40008", "--num-gpus=2",
 		"--num-cpus=4", "--temp-dir=/run/rayvast/ray", "--node-name=inst-7",
-		`--resources={"a100":1,"b":2}`, `--labels={"gpu":"a100","zone":"eu"}`}
+		`--resources={"a100":1,"b":2}`, `--labels=gpu=a100,zone=eu`}
 	if !slices.Equal(got, want) {
 		t.Errorf("argv:\ngot  %q\nwant %q", got, want)
 	}

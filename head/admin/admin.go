@@ -1,5 +1,6 @@
 // Package admin serves the head's admin API (SPEC §8) on the Unix socket
-// STATE/admin.sock (0600): candidates, nodes, the blocklist and /metrics.
+// STATE/admin.sock (0600): candidates, nodes, the blocklist, the provider's
+// status and /metrics.
 // Whoever can open the socket is the cluster owner or their provider.
 package admin
 
@@ -39,6 +40,9 @@ type Config struct {
 	Registry  *registry.Registry
 	Blocklist *blocklist.List
 	Rentals   Rentals
+	// Provider says why the built-in provider rents nothing now, if it
+	// does not (GET /v1/provider); nil: kind "none".
+	Provider  func() wire.ProviderStatus
 	NodeTypes map[string]wire.NodeType
 	Env       Env
 	Metrics   *metrics.Metrics
@@ -86,6 +90,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /v1/candidates/{id}", h(s.getCandidate))
 	mux.Handle("GET /v1/nodes", h(s.listNodes))
 	mux.Handle("GET /v1/blocklist", h(s.listBlocklist))
+	mux.Handle("GET /v1/provider", h(s.providerStatus))
 	mux.HandleFunc("GET /metrics", s.metrics)
 	return mux
 }
@@ -181,6 +186,15 @@ func (s *Server) listBlocklist(w http.ResponseWriter, r *http.Request) error {
 		e = []wire.BlockEntry{}
 	}
 	answer.JSON(w, http.StatusOK, e)
+	return nil
+}
+
+func (s *Server) providerStatus(w http.ResponseWriter, r *http.Request) error {
+	st := wire.ProviderStatus{Kind: "none"}
+	if s.cfg.Provider != nil {
+		st = s.cfg.Provider()
+	}
+	answer.JSON(w, http.StatusOK, st)
 	return nil
 }
 

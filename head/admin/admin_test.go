@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,5 +194,27 @@ func TestMetrics(t *testing.T) {
 	}
 	if st != 200 || !bytes.HasPrefix([]byte(body), []byte("# HELP")) {
 		t.Errorf("metrics %d", st)
+	}
+}
+
+// TestProviderStatus: GET /v1/provider answers the provider's own account
+// of why it rents nothing (here vast's daily search quota), and kind none
+// without a built-in provider.
+func TestProviderStatus(t *testing.T) {
+	a := newAdmin(t)
+	if st, body := a.do(t, "GET", "/v1/provider", ""); st != 200 || strings.TrimSpace(body) != `{"kind":"none"}` {
+		t.Errorf("no provider: %d %s", st, body)
+	}
+	reset := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	reg, _ := registry.Open(registry.Config{})
+	s := New(Config{Registry: reg, Blocklist: blocklist.New(time.Now), Rentals: &fakeRentals{reg: reg},
+		Provider: func() wire.ProviderStatus {
+			return wire.ProviderStatus{Kind: "vast", Halted: "search_quota_exceeded", Until: &reset}
+		}})
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/provider", nil))
+	want := `{"kind":"vast","halted":"search_quota_exceeded","until":"2026-12-02T00:00:00Z"}`
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
+		t.Errorf("vast halted: %d %s, want %s", rec.Code, rec.Body.String(), want)
 	}
 }

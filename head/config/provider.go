@@ -38,8 +38,8 @@ func validateProvider(c *wire.Config) error {
 	if p.Kind != "vast" {
 		// Only vast rents by offer; a docker or none block with vast's
 		// settings is a config mixed up, not something to ignore.
-		if p.BaseURL != "" || p.APIKeyFile != "" || p.DiskGB != 0 || len(p.NodeTypes) > 0 {
-			return fmt.Errorf("provider: base_url, api_key_file, disk_gb and node_types are vast settings, not %s's", p.Kind)
+		if p.BaseURL != "" || p.APIKeyFile != "" || p.DiskGB != 0 || len(p.NodeTypes) > 0 || !p.OfferFilters.Empty() {
+			return fmt.Errorf("provider: base_url, api_key_file, disk_gb, node_types and offer filters are vast settings, not %s's", p.Kind)
 		}
 		if p.Kind == "none" && p.Image != "" {
 			return fmt.Errorf("provider.image: kind none rents nothing")
@@ -55,6 +55,9 @@ func validateProvider(c *wire.Config) error {
 	if p.DiskGB < 0 {
 		return fmt.Errorf("provider.disk_gb: must not be negative")
 	}
+	if err := p.OfferFilters.Check(); err != nil {
+		return fmt.Errorf("provider.%w", err)
+	}
 	names := make([]string, 0, len(p.NodeTypes))
 	for n := range p.NodeTypes {
 		names = append(names, n)
@@ -67,6 +70,14 @@ func validateProvider(c *wire.Config) error {
 		}
 		if o.MaxDPH < 0 || o.DiskGB < 0 {
 			return fmt.Errorf("provider.node_types.%s: max_dph and disk_gb must not be negative", n)
+		}
+		if err := o.OfferFilters.Check(); err != nil {
+			return fmt.Errorf("provider.node_types.%s.%w", n, err)
+		}
+		_, own := o.Search["gpu_name"]
+		_, top := p.Search["gpu_name"]
+		if o.GPUName != "" && (own || top) {
+			return fmt.Errorf("provider.node_types.%s: gpu_name and search.gpu_name both set; keep one", n)
 		}
 		if c.MaxDPHTotal > 0 && o.MaxDPH > c.MaxDPHTotal {
 			return fmt.Errorf("provider.node_types.%s.max_dph %.4g: above max_dph_total %.4g, no such rental could be afforded", n, o.MaxDPH, c.MaxDPHTotal)

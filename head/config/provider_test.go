@@ -16,6 +16,9 @@ func TestProviderGood(t *testing.T) {
 		`"provider":{"kind":"docker","hairpin":true,"per_ip":2}`,
 		`"provider":{"kind":"vast","image":"rayproject/ray:2.53.0-gpu","disk_gb":32,"base_url":"https://console.vast.ai",
 		  "api_key_file":"/etc/rayvast/vast_key","node_types":{"gpu1":{"gpu_name":"RTX 4090","max_dph":0.5}}},"max_dph_total":2`,
+		`"provider":{"kind":"vast","reliability2":0.99,"verified":false,"cuda_max_good":12.4,"inet_down":500,"inet_up":200,
+		  "datacenter":true,"geolocation":["US","CA"],"search":{"gpu_ram":{"gte":24000},"cpu_arch":{"in":["amd64"]}},
+		  "node_types":{"gpu1":{"reliability2":0.9,"search":{"static_ip":{"eq":true}}}}}`,
 	} {
 		c, err := Parse(strings.NewReader(withProvider(block)))
 		if err != nil {
@@ -42,6 +45,17 @@ func TestProviderRefuses(t *testing.T) {
 		{"negative max_dph", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":-1}}}`, "must not be negative"},
 		{"negative disk", `"provider":{"kind":"vast","disk_gb":-1}`, "provider.disk_gb"},
 		{"negative total", `"max_dph_total":-1`, "max_dph_total"},
+		{"reliability above 1", `"provider":{"kind":"vast","reliability2":1.5}`, "provider.reliability2"},
+		{"lower-case country", `"provider":{"kind":"vast","geolocation":["us"]}`, "provider.geolocation"},
+		{"search: unknown operator", `"provider":{"kind":"vast","search":{"gpu_ram":{"ge":24000}}}`, `search.gpu_ram: operator "ge"`},
+		{"search: unknown field", `"provider":{"kind":"vast","search":{"gpu_rams":{"gte":24000}}}`, "search.gpu_rams: not a field"},
+		{"search: a field rayvast sets", `"provider":{"kind":"vast","search":{"num_gpus":{"eq":2}}}`, "search.num_gpus: set by rayvast"},
+		{"search: a named filter", `"provider":{"kind":"vast","search":{"reliability2":{"gte":0.9}}}`, "use reliability2"},
+		{"search: in wants a list", `"provider":{"kind":"vast","search":{"cpu_arch":{"in":"amd64"}}}`, "in: want a non-empty list"},
+		{"search: eq wants one value", `"provider":{"kind":"vast","search":{"cpu_arch":{"eq":["amd64"]}}}`, "eq: want one"},
+		{"search on a node type", `"provider":{"kind":"vast","node_types":{"gpu1":{"search":{"x":{"eq":1}}}}}`, "provider.node_types.gpu1.search.x"},
+		{"gpu_name twice", `"provider":{"kind":"vast","search":{"gpu_name":{"in":["RTX 4090"]}},"node_types":{"gpu1":{"gpu_name":"RTX 3090"}}}`, "gpu_name and search.gpu_name both set"},
+		{"filters on docker", `"provider":{"kind":"docker","inet_down":10}`, "offer filters are vast settings"},
 		{"max_dph above total", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":3}}},"max_dph_total":2`, "above max_dph_total"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

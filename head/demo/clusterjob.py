@@ -95,6 +95,7 @@ def main():
     ap.add_argument("--nodes", type=int, default=2, help="worker nodes to wait for and use")
     ap.add_argument("--wait", type=float, default=180, help="seconds to wait for the worker nodes")
     ap.add_argument("--task-timeout", type=float, default=120, help="seconds a task may take")
+    ap.add_argument("--ips", default="", help="comma-separated public IPs of the nodes to use (default: any)")
     args = ap.parse_args()
 
     t0 = time.time()
@@ -102,10 +103,15 @@ def main():
     connect_s = time.time() - t0
     out = {"ray_version": ray.__version__, "connect_s": round(connect_s, 3), "nodes": [], "ok": False}
     deadline = time.time() + args.wait
-    by_ip = workers_by_ip()
+    want = set(filter(None, args.ips.split(",")))
+
+    def candidates():
+        return {ip: n for ip, n in workers_by_ip().items() if not want or ip in want}
+
+    by_ip = candidates()
     while len(by_ip) < args.nodes and time.time() < deadline:
         time.sleep(0.5)
-        by_ip = workers_by_ip()
+        by_ip = candidates()
     if len(by_ip) < args.nodes:
         out["error"] = "only %d of %d worker nodes alive in Ray after %ss" % (len(by_ip), args.nodes, args.wait)
         print(json.dumps(out), flush=True)
@@ -122,6 +128,7 @@ def main():
                 "first_task_s": round(took, 3),
                 "started_after_s": got["started_after_s"],
                 "ran_on_this_node": got["node_id"] == n["NodeID"],
+                "labels": {k: v for k, v in (n.get("Labels") or {}).items() if not k.startswith("ray.io/")},
             }
             ok = ok and rec["ran_on_this_node"]
         except Exception as e:  # a task that never runs is the finding

@@ -37,7 +37,10 @@ type JobNode struct {
 	FirstTaskS   float64 `json:"first_task_s"`
 	StartedS     float64 `json:"started_after_s"`
 	RanOnTheNode bool    `json:"ran_on_this_node"`
-	Error        string  `json:"error"`
+	// Labels are the node's labels as Ray has them (its own ray.io/ ones
+	// left out): the node type's, from the agent's --labels.
+	Labels map[string]string `json:"labels"`
+	Error  string            `json:"error"`
 }
 
 // JobObject is the object moved between two worker nodes.
@@ -77,8 +80,11 @@ func (d *demo) runJob(ctx context.Context, nodes int) bool {
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	t0 := time.Now()
+	// The nodes may still be joining Ray: wait for them as long as for the
+	// candidates (--timeout), at most 3 minutes.
+	wait := min(d.o.timeout, 3*time.Minute)
 	out, _ := exec.CommandContext(jctx, d.exe, "run", "--state", d.stateDir, "--", "python", script,
-		"--nodes", fmt.Sprint(nodes), "--wait", "180").CombinedOutput()
+		"--nodes", fmt.Sprint(nodes), "--wait", fmt.Sprint(int(wait.Seconds()))).CombinedOutput()
 	res, found := ParseJobOutput(string(out))
 	if !found {
 		d.say("  the job printed no result after %s; its last lines:", time.Since(t0).Round(100*time.Millisecond))

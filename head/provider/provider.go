@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // ErrGone means the instance no longer exists at the provider.
@@ -38,6 +40,20 @@ type Rental struct {
 	PublicIP    string // empty until the instance runs
 	Running     bool
 	DPHTotal    float64 // $/hour the provider charges for it (0: free or unknown)
+	// Vanished is the provider's status of an instance that is not
+	// running and will not run again by itself ("exited", "offline",
+	// "unknown", "stopped"); "" otherwise. After the instance ran, its
+	// host lost it.
+	Vanished string
+	// Yield: another rental of this account (another head's, perhaps)
+	// holds the same machine and keeps it; this one must end.
+	Yield bool
+}
+
+// Statuser is a provider that can say why it rents nothing now (head
+// status, the reconcile loop).
+type Statuser interface {
+	Status() wire.ProviderStatus
 }
 
 // Provider rents and ends instances.
@@ -63,5 +79,8 @@ type Options struct {
 	Cluster  string // labels rentals, so List finds only ours
 	StateDir string // the head's state dir, for a provider's own files
 	HeadIP   string // the head's IP as the rentals reach it
-	Log      *slog.Logger
+	// RayVersion is the cluster's Ray (the config's ray.version), for a
+	// provider that builds its own image; "" leaves the choice to it.
+	RayVersion string
+	Log        *slog.Logger
 }

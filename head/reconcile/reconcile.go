@@ -54,18 +54,38 @@ const (
 	ReasonScaleDown     = "scale_down"
 	ReasonDown          = "down"
 	ReasonSpareUnneeded = "spare_unneeded"
+	// ReasonHostVanished: the provider shows the instance exited, offline,
+	// unknown or stopped after it ran (the reason names which); its host
+	// is blocklisted network.
+	ReasonHostVanished = "host_vanished"
+	// ReasonInstanceExited: a candidate's container exited before it
+	// enrolled (the image or the bootloader may be at fault: no blocklist).
+	ReasonInstanceExited = "instance_exited"
+	// ReasonMachineShared: another rental of the account holds the same
+	// machine (another head's, perhaps) and keeps it.
+	ReasonMachineShared = "machine_shared"
 )
+
+// Blocklist is what the loop adds hosts to (head/blocklist.List).
+type Blocklist interface {
+	Add(hostID, class, reason string) wire.BlockEntry
+}
 
 // notFailures are end reasons that say nothing bad about renting (no_slot:
 // a healthy candidate that came when every slot was taken).
 var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true, ReasonSpareUnneeded: true,
-	wire.ReasonNoSlot: true, rentals.ReasonOverBudget: true}
+	wire.ReasonNoSlot: true, rentals.ReasonOverBudget: true, ReasonMachineShared: true}
 
 // Config builds a Loop.
 type Config struct {
-	Cluster   Cluster
-	Rentals   Rentals  // nil: no leak sweep
-	Firewall  Firewall // nil: no firewall
+	Cluster  Cluster
+	Rentals  Rentals  // nil: no leak sweep
+	Firewall Firewall // nil: no firewall
+	// Blocklist takes the hosts of rentals that vanished (nil: none).
+	Blocklist Blocklist
+	// Status says why the provider rents nothing now, if it does not
+	// (nil: it always rents); the loop then creates no candidate.
+	Status    func() wire.ProviderStatus
 	NodeTypes map[string]wire.NodeType
 	// EnrollTimeout ends a candidate not enrolled this long after it was
 	// created (default 15 min: image pull, bootloader retries, checks).
@@ -103,6 +123,7 @@ type Loop struct {
 	cfg       Config
 	spares    map[string]bool // candidates this loop rented as spares
 	paused    map[string]bool // node types not rented: too many failures
+	halted    string          // the provider's halt the loop last logged
 	lastSweep time.Time
 }
 
@@ -192,6 +213,27 @@ func (l *Loop) pause(n string, failed int, reasons map[string]int) bool {
 		delete(l.paused, n)
 	}
 	return stop
+}
+
+// providerHalted reports whether the provider rents nothing now, and logs
+// when that starts or ends.
+func (l *Loop) providerHalted() bool {
+	var st wire.ProviderStatus
+	if l.cfg.Status != nil {
+		st = l.cfg.Status()
+	}
+	switch {
+	case st.Halted != "" && st.Halted != l.halted:
+		until := "until fixed"
+		if st.Until != nil {
+			until = "until " + st.Until.UTC().Format(time.RFC3339)
+		}
+		l.cfg.Log.Warn("reconcile: renting halted by the provider; no candidate is created "+until, "reason", st.Halted, "detail", st.Detail)
+	case st.Halted == "" && l.halted != "":
+		l.cfg.Log.Info("reconcile: the provider rents again", "after", l.halted)
+	}
+	l.halted = st.Halted
+	return st.Halted != ""
 }
 
 func exists(path string) bool {

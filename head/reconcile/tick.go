@@ -28,6 +28,11 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		return p.res, fmt.Errorf("list candidates: %w", err)
 	}
 	p.now = l.cfg.Now()
+	p.rentals = map[string]provider.Rental{}
+	for _, r := range rentals {
+		p.rentals[r.CandidateID] = r
+	}
+	p.halted = !p.down && l.providerHalted()
 	p.tally(cands)
 	l.forgetSpares(p.live)
 	if !p.down {
@@ -50,6 +55,9 @@ type pass struct {
 	now   time.Time
 	types map[string]*tally
 	live  map[string]wire.Candidate
+	// rentals are this sweep's rentals by candidate (empty between sweeps)
+	rentals map[string]provider.Rental
+	halted  bool // the provider rents nothing now
 }
 
 // listRentals lists the provider's rentals when a sweep is due (every
@@ -97,6 +105,9 @@ func (p *pass) tally(cands []wire.Candidate) {
 
 func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 	cfg := p.l.cfg
+	if !p.down && p.gone(c, t) {
+		return
+	}
 	switch c.State {
 	case wire.StateLost:
 		p.end(c, ReasonLost)
@@ -131,6 +142,38 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 	}
 }
 
+// gone ends a candidate whose rental the sweep found unable to serve: on
+// a machine another rental keeps, or vanished after it ran (the host
+// blocklisted network, unless a container that never enrolled exited).
+func (p *pass) gone(c wire.Candidate, t *tally) bool {
+	r, ok := p.rentals[c.CandidateID]
+	if !ok || c.InstanceID == "" || r.InstanceID != c.InstanceID {
+		return false
+	}
+	ran := c.State == wire.StateRunning || c.State == wire.StateEnrolled || c.State == wire.StateLost
+	switch {
+	case r.Yield && c.State != wire.StateEnded && c.State != wire.StateDestroyRequested:
+		p.end(c, ReasonMachineShared)
+	case r.Vanished == "" || !ran:
+		return false
+	case c.State == wire.StateRunning && r.Vanished == "exited":
+		p.end(c, ReasonInstanceExited)
+		t.failed++
+		t.failLong(ReasonInstanceExited)
+	default:
+		reason := ReasonHostVanished + " (" + r.Vanished + ")"
+		p.end(c, reason)
+		t.failed++
+		t.failLong(ReasonHostVanished)
+		if p.l.cfg.Blocklist != nil && c.HostID != "" {
+			e := p.l.cfg.Blocklist.Add(c.HostID, wire.BlockNetwork, ReasonHostVanished)
+			p.l.cfg.Log.Warn("reconcile: the host lost a rental after it ran; host blocklisted", "candidate", c.CandidateID,
+				"instance", c.InstanceID, "host", c.HostID, "status", r.Vanished, "class", e.Class, "until", e.Until)
+		}
+	}
+	return true
+}
+
 // forgetSpares drops spares that enrolled or are gone: no longer a spare
 // to cancel.
 func (l *Loop) forgetSpares(live map[string]wire.Candidate) {
@@ -160,7 +203,7 @@ func (p *pass) scale(n string, cands []wire.Candidate) {
 	if l.pause(n, t.failedLong, t.reasons) {
 		want = 0 // in-flight candidates are kept: one may be the one that works
 	}
-	if l.atBudget(cands) {
+	if l.atBudget(cands) || p.halted {
 		want = 0
 	}
 	p.create(n, t, want, deficit, spare)

@@ -61,6 +61,19 @@ func New(cfg Config) *Driver {
 	return &Driver{cfg: cfg, ctx: ctx, cancel: cancel}
 }
 
+// ProviderStatus is the provider's own account of itself (why it rents
+// nothing now, if it does not); kind "none" without a built-in provider.
+func (d *Driver) ProviderStatus() wire.ProviderStatus {
+	switch p := d.cfg.Provider.(type) {
+	case nil:
+		return wire.ProviderStatus{Kind: "none"}
+	case provider.Statuser:
+		return p.Status()
+	default:
+		return wire.ProviderStatus{Kind: p.Name()}
+	}
+}
+
 // Builtin reports whether the head rents instances itself.
 func (d *Driver) Builtin() bool { return d.cfg.Provider != nil }
 

@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // Config is the head's config file (SPEC §8).
 type Config struct {
 	Cluster   string              `json:"cluster"`
@@ -48,6 +50,9 @@ type ProviderConfig struct {
 	Image      string               `json:"image,omitempty"`   // default image of every node type
 	DiskGB     float64              `json:"disk_gb,omitempty"` // default 16
 	NodeTypes  map[string]OfferSpec `json:"node_types,omitempty"`
+	// OfferFilters are the offer filters of every node type (a node
+	// type's own win, field by field); unset ones take safe defaults.
+	OfferFilters
 	// IntervalsS overrides vast's minimum seconds between two requests
 	// to one endpoint (search, create, show, list, destroy); the default
 	// is vast's documented limits.
@@ -64,4 +69,32 @@ type OfferSpec struct {
 	MaxDPH  float64 `json:"max_dph,omitempty"`  // $/hour cap; 0 = any
 	Image   string  `json:"image,omitempty"`
 	DiskGB  float64 `json:"disk_gb,omitempty"`
+	OfferFilters
+}
+
+// OfferFilters narrow vast's offer search by the fields of its offers
+// (head/provider/vast applies the defaults; nil or empty = the default).
+// Each named field is a minimum unless it says otherwise.
+type OfferFilters struct {
+	Reliability2 *float64 `json:"reliability2,omitempty"`  // 0-1, default 0.98
+	Verified     *bool    `json:"verified,omitempty"`      // default true
+	CUDAMaxGood  *float64 `json:"cuda_max_good,omitempty"` // the host driver's CUDA; default from the image
+	InetDown     *float64 `json:"inet_down,omitempty"`     // vast's unit, default 100
+	InetUp       *float64 `json:"inet_up,omitempty"`       // default 100
+	Datacenter   *bool    `json:"datacenter,omitempty"`    // true: vast's secure cloud only; default any
+	Geolocation  []string `json:"geolocation,omitempty"`   // country codes; default any
+	// Search passes any other field of vast's offer search through:
+	// {"field": {"op": value}}, op one of eq neq gt gte lt lte in notin.
+	Search map[string]map[string]any `json:"search,omitempty"`
+}
+
+// ProviderStatus is what the built-in provider says of itself on the
+// admin API (GET /v1/provider): why it rents nothing now, if it does not.
+type ProviderStatus struct {
+	Kind string `json:"kind"`
+	// Halted is vast's reason for renting nothing ("" = renting):
+	// search_quota_exceeded, auth_error or billing.
+	Halted string     `json:"halted,omitempty"`
+	Detail string     `json:"detail,omitempty"`
+	Until  *time.Time `json:"until,omitempty"` // when renting may resume; nil = until fixed
 }

@@ -22,6 +22,11 @@
 //	   {"error":"busy"} (with Retry-After) when the head had no port check
 //	   turn in time; the agent retries a 5xx with the same request anyway.
 //	   Admin API candidates gain reported: a rejected agent's checks.
+//	   The port check's close order (internal/portcheck): the head closes
+//	   each connection once it has the reply line, and the agent closes
+//	   only after the head's close, so no agent port is left in TCP
+//	   TIME_WAIT for Ray; a head of this version still takes an old
+//	   agent's close-first answer.
 //	   Later, additive (issue 22): the heartbeat reply gains ray_head
 //	   {"id"} while the head's Ray head runs; a node whose Ray joined a
 //	   Ray head no longer named (or another one) restarts its Ray at once

@@ -33,6 +33,7 @@ func ports() []int {
 func samples() map[string]any {
 	code := 0
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	rel, cuda, yes := 0.98, 12.4, true
 	return map[string]any{
 		"enroll_request": EnrollRequest{Version: 2, InstanceID: "12345", JoinToken: tok,
 			Checks: Checks{Egress: EgressCheck{OK: true, IP: "203.0.113.7"}}, GPUs: 1, GPUModels: []string{"NVIDIA A100-SXM4-80GB"}, RayVersion: "2.53.0", PythonVersion: "3.11.7", Ports: ports()[:3], PortKey: pkey},
@@ -55,9 +56,12 @@ func samples() map[string]any {
 		"config": Config{Cluster: "c", Ray: RayHead{HeadAddress: "198.51.100.1:6379", Version: "2.53.0", PythonVersion: "3.11"},
 			NodeTypes: map[string]NodeType{"gpu1": {GPUs: 1, GPUModel: "A100", CPUs: 8, MaxWorkers: 2, Resources: map[string]float64{}, Labels: map[string]string{}}},
 			GuestAPI:  GuestAPIPolicy{AnonymousScopes: []string{}, ExternalIssuers: []Issuer{}},
-			Provider:  &ProviderConfig{Kind: "vast", Image: "rayproject/ray:2.53.0-gpu", NodeTypes: map[string]OfferSpec{"gpu1": {GPUName: "RTX 4090", MaxDPH: 0.5}}}, MaxDPHTotal: 2},
-		"app_file":   AppFile{AppID: "app", AppRootKey: "key", PublicTCBInfo: true},
-		"sys_config": SysConfig{GuestAgentAPI: &GuestAPIPolicy{AnonymousScopes: []string{"guest:version"}}},
+			Provider: &ProviderConfig{Kind: "vast", Image: "rayproject/ray:2.53.0-gpu",
+				OfferFilters: OfferFilters{Reliability2: &rel, Datacenter: &yes, Geolocation: []string{"US"}, Search: map[string]map[string]any{"gpu_ram": {"gte": 24000.0}}},
+				NodeTypes:    map[string]OfferSpec{"gpu1": {GPUName: "RTX 4090", MaxDPH: 0.5, OfferFilters: OfferFilters{CUDAMaxGood: &cuda}}}}, MaxDPHTotal: 2},
+		"provider_status": ProviderStatus{Kind: "vast", Halted: "search_quota_exceeded", Detail: "vast's daily search quota is used up", Until: &t0},
+		"app_file":        AppFile{AppID: "app", AppRootKey: "key", PublicTCBInfo: true},
+		"sys_config":      SysConfig{GuestAgentAPI: &GuestAPIPolicy{AnonymousScopes: []string{"guest:version"}}},
 	}
 }
 

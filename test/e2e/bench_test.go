@@ -1,9 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // BenchmarkEnroll measures a candidate's way from POST /v1/candidates to an
@@ -22,6 +27,45 @@ func BenchmarkEnroll(b *testing.B) {
 		})
 		b.StopTimer()
 		if _, err := c.deleteCandidate(created.CandidateID); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkRealRayFirstTask measures a candidate's way with real Ray, from
+// POST /v1/candidates to the first task that ran on the new node (the
+// cluster job through `head run`): everything BenchmarkEnroll covers, then
+// Ray joining the cluster and starting a worker.
+// go test -run X -bench RealRayFirstTask -benchtime 3x ./test/e2e
+func BenchmarkRealRayFirstTask(b *testing.B) {
+	c := startRayClusterMinMax(b, rvtest.RayNewest, 0, 1)
+	waitFor(b, time.Minute, "head up's admin API", func() (bool, string) {
+		err := c.admin.Do(context.Background(), http.MethodGet, "/v1/candidates", nil, nil, http.StatusOK)
+		return err == nil, fmt.Sprint(err)
+	})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var created wire.CandidateCreated
+		if err := c.admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: safeType}, &created, http.StatusCreated); err != nil {
+			b.Fatal(err)
+		}
+		var ip string
+		waitFor(b, time.Minute, "the candidate's public IP", func() (bool, string) {
+			var cands []wire.Candidate
+			_ = c.admin.Do(context.Background(), http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK)
+			for _, cd := range cands {
+				if cd.CandidateID == created.CandidateID {
+					ip = cd.PublicIP
+				}
+			}
+			return ip != "", "not rented yet"
+		})
+		if res, out := c.job(1, 3*time.Minute, ip); !res.OK {
+			b.Fatalf("job: %s", out)
+		}
+		b.StopTimer()
+		if err := c.admin.Do(context.Background(), http.MethodDelete, "/v1/candidates/"+created.CandidateID, nil, nil, http.StatusNoContent); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -76,11 +76,12 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// TestDemoWithoutShim proves the shim is what keeps real Ray alive behind
+// TestDemoWithoutShim proves the shim is what makes real Ray work behind
 // vast's NAT, and that the demo says so instead of calling it a success:
-// with `--shim none` the nodes enroll, their Ray dies at once (`ray start`
-// cannot bind the node IP, which is on no interface) and restarts, and the
-// demo ends "Not as designed" with exit 1, naming the restarts.
+// with `--shim none` the nodes enroll and `ray start` comes up, but Ray
+// cannot reach its own node IP (no hairpin NAT): the cluster job's tasks
+// never run there, Ray marks the nodes dead, and the demo ends "Not as
+// designed" with exit 1.
 func TestDemoWithoutShim(t *testing.T) {
 	needSuite(t)
 	rayImage(t, rvtest.RayNewest)
@@ -91,16 +92,16 @@ func TestDemoWithoutShim(t *testing.T) {
 	out, errOut := &rvtest.Buffer{}, &rvtest.Buffer{}
 	code := demo.Run(context.Background(), []string{"--cluster", cluster, "--head", suite.head, "--agent", suite.agent,
 		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"), "--ray-wheels", rayenv.SharedWheels(suite.repo),
-		"--heartbeat-interval", "2", "--timeout", "3m", "--no-wait", "--serve-arg=--shim", "--serve-arg=none"}, out, errOut)
+		"--heartbeat-interval", "2", "--timeout", "90s", "--no-wait", "--serve-arg=--shim", "--serve-arg=none"}, out, errOut)
 	text := out.String()
 	t.Logf("demo output:\n%s\nstderr:\n%s", text, errOut.String())
 	if code != 1 || !strings.Contains(text, "Not as designed") {
 		t.Errorf("demo without the shim: exit %d, want 1 and 'Not as designed'", code)
 	}
-	if n := strings.Count(text, "Ray restarted"); n < 2 {
-		t.Errorf("summary names Ray restarts on %d nodes, want both safe nodes", n)
+	if strings.Contains(text, "first task ran there") || strings.Contains(text, "As designed: a real Ray") {
+		t.Errorf("a task ran on a node without the shim behind vast's NAT")
 	}
-	if strings.Count(text, "[UNEXPECTED]") != 2 || strings.Count(text, "[ok]") != 1 {
-		t.Errorf("want the two nodes UNEXPECTED and the refused unsafe candidate [ok]")
+	if !strings.Contains(text, "Not as designed") {
+		t.Errorf("the demo did not say the cluster failed")
 	}
 }

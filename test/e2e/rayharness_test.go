@@ -73,6 +73,12 @@ type rayCluster struct {
 }
 
 func startRayCluster(t testing.TB, version string, workers int, upArgs ...string) *rayCluster {
+	return startRayClusterMinMax(t, version, workers, workers, upArgs...)
+}
+
+// startRayClusterMinMax is startRayCluster with the node type's min_workers
+// and max_workers apart (min 0: candidates come only from the admin API).
+func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers int, upArgs ...string) *rayCluster {
 	t.Helper()
 	image, python := rayImage(t, version)
 	name := fmt.Sprintf("%sray-%d", clusterPrefix, time.Now().UnixNano()%1e6)
@@ -80,8 +86,10 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
 	cfg := map[string]any{
 		"cluster": name,
-		"ray":     map[string]any{"head_address": fmt.Sprintf("%s:%d", c.headIP, gcsPort(t)), "version": version},
-		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": workers, "max_workers": workers,
+		// Ray's GCS binds all addresses: a port of its own per cluster, so
+		// two clusters on this machine (tests run at once) do not meet.
+		"ray": map[string]any{"head_address": c.headIP + ":" + gcsPort(t), "version": version},
+		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": minWorkers, "max_workers": maxWorkers,
 			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
 		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
 		"provider":             map[string]any{"kind": "docker"},
@@ -99,7 +107,7 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 	// whatever the destination address (head/firewall matches dport only).
 	args := append([]string{"up", "--config", c.cfgPath, "--python", python, "--agent", suite.agent,
 		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
-		"--listen-a", fmt.Sprintf("%s:%d", c.headIP, gcsPort(t)), "--listen-b", fmt.Sprintf("%s:%d", c.headIP, gcsPort(t))}, upArgs...)
+		"--listen-a", c.headIP + ":" + gcsPort(t), "--listen-b", c.headIP + ":" + gcsPort(t)}, upArgs...)
 	c.cmd = exec.Command(suite.head, args...)
 	c.cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
@@ -115,23 +123,6 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 
 // stop ends head up (Ctrl-C) and removes the cluster's containers and
 // networks; on failure it logs what each part said.
-// gcsPort is a free port for the Ray head's GCS, not Ray's 6379: the GCS
-// binds it on every address, so two real-Ray clusters on one machine (tests
-// run side by side) would refuse each other. Below Ray's default worker
-// ports (10002–19999), which Ray refuses to share with the GCS. Ports A and
-// B take one each too.
-func gcsPort(t testing.TB) int {
-	for range 200 {
-		p := 6380 + rand.IntN(3000)
-		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p)); err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port for the Ray head's GCS in 6380–9379")
-	return 0
-}
-
 func (c *rayCluster) stop() {
 	if c.cmd.ProcessState == nil {
 		_ = c.cmd.Process.Signal(syscall.SIGINT)
@@ -198,13 +189,13 @@ func (c *rayCluster) waitRunning(n int, limit time.Duration) []wire.Node {
 
 // job runs the demo's cluster job from the head's machine through
 // `head run` (the user's one command) and returns its result and output.
-func (c *rayCluster) job(nodes int, wait time.Duration) (demo.JobResult, string) {
+func (c *rayCluster) job(nodes int, wait time.Duration, ips ...string) (demo.JobResult, string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait+3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, suite.head, "run", "--state", c.state, "--", "python",
 		filepath.Join(suite.repo, "head", "demo", "clusterjob.py"), "--nodes", fmt.Sprint(nodes),
-		"--wait", fmt.Sprint(int(wait.Seconds())), "--task-timeout", "60")
+		"--wait", fmt.Sprint(int(wait.Seconds())), "--task-timeout", "60", "--ips", strings.Join(ips, ","))
 	out, _ := cmd.CombinedOutput()
 	res, _ := demo.ParseJobOutput(string(out))
 	return res, string(out)
@@ -240,4 +231,21 @@ func procsOf(t testing.TB, containerID string) map[int]string {
 		out[pid] = strings.ReplaceAll(string(cmd), "\x00", " ")
 	}
 	return out
+}
+
+// gcsPort is a free port for a Ray head's GCS, which binds every address:
+// from 6400–7999, clear of Ray's other defaults (dashboard 8265, worker
+// ports 10002–19999, which a GCS port may not fall in) and of the kernel's
+// ephemeral range.
+func gcsPort(t testing.TB) string {
+	t.Helper()
+	for range 200 {
+		p := 6400 + rand.IntN(1600)
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p)); err == nil {
+			l.Close()
+			return fmt.Sprint(p)
+		}
+	}
+	t.Fatal("no free port in 6400-7999 for the Ray head")
+	return ""
 }

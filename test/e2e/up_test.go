@@ -15,18 +15,20 @@ import (
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // TestUpDockerExample is the README's quick start: `head up --config
-// examples/docker.json` brings up the (stand-in) Ray head and two nodes in
-// containers with one command; Ctrl-C stops the head and the Ray head and
-// leaves the rentals; `head down --config` ends them. The example is used
-// as shipped but for its cluster name and head IP (two runs at once must
-// not share them).
+// examples/docker.json --python <real Ray's venv>` brings up a real Ray head
+// and two real Ray nodes in containers with one command; Ctrl-C stops the
+// head and the Ray head and leaves the rentals; `head down --config` ends
+// them. The example is used as shipped but for its cluster name and head
+// IP (two runs at once must not share them).
 func TestUpDockerExample(t *testing.T) {
 	needSuite(t)
+	image, python := rayImage(t, rvtest.RayNewest)
 	var cfg map[string]any
 	b, err := os.ReadFile(filepath.Join(suite.repo, "examples", "docker.json"))
 	if err != nil {
@@ -50,13 +52,14 @@ func TestUpDockerExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, "docker.state")
-	record := filepath.Join(dir, "ray-head-record.json")
+	if v := cfg["ray"].(map[string]any)["version"]; v != rvtest.RayNewest {
+		t.Errorf("examples/docker.json names Ray %v, the suite's newest is %s", v, rvtest.RayNewest)
+	}
 
 	out := &rvtest.Buffer{}
-	cmd := exec.Command(suite.head, "up", "--config", cfgPath, "--agent", suite.agent,
+	cmd := exec.Command(suite.head, "up", "--config", cfgPath, "--python", python, "--agent", suite.agent,
 		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"))
-	cmd.Env = append(os.Environ(), docker.EnvImage+"="+suite.image,
-		"PYTHONPATH="+filepath.Join(suite.repo, "test", "fakeray"), "FAKERAY_RECORD="+record)
+	cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -104,14 +107,17 @@ func TestUpDockerExample(t *testing.T) {
 			t.Errorf("progress lacks %q", want)
 		}
 	}
-	rec := readRecord(t, record)
-	if !strings.Contains(strings.Join(rec.Argv, " "), "start --head --block --node-ip-address="+headIP+" --port=6379") {
-		t.Errorf("Ray head argv = %v", rec.Argv)
+	rayHead := rayHeadProcess(t, state)
+	if !strings.Contains(strings.Join(rayHead.argv, " "), "start --head --block --node-ip-address="+headIP+" --port=6379") {
+		t.Errorf("Ray head argv = %v", rayHead.argv)
 	}
 	for k, v := range map[string]string{"RAY_USE_TLS": "1", "RAY_AUTH_MODE": "token", "RAY_CLOUD_INSTANCE_ID": "head"} {
-		if rec.Env[k] != v {
-			t.Errorf("Ray head env %s = %q, want %q", k, rec.Env[k], v)
+		if rayHead.env[k] != v {
+			t.Errorf("Ray head env %s = %q, want %q", k, rayHead.env[k], v)
 		}
+	}
+	if !strings.HasPrefix(rayHead.env["PATH"], filepath.Dir(python)+":") {
+		t.Errorf("Ray head PATH = %q, want the venv's bin first (jobs run with the cluster's Python)", rayHead.env["PATH"])
 	}
 	st, err := exec.Command(suite.head, "status", "--state", state).CombinedOutput()
 	if err != nil || !strings.Contains(string(st), "RAY HEAD  "+headIP+":6379  running") {
@@ -130,8 +136,8 @@ func TestUpDockerExample(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("head up did not stop within a minute of Ctrl-C")
 	}
-	if rec := readRecord(t, record); rec.Signal == 0 {
-		t.Errorf("the Ray head was not stopped by a signal: %+v", rec)
+	if err := syscall.Kill(rayHead.pid, 0); err != syscall.ESRCH {
+		t.Errorf("the Ray head (pid %d) still runs after Ctrl-C: %v", rayHead.pid, err)
 	}
 	cs, err := suite.eng.ListContainers(context.Background(), docker.LabelCluster+"="+cluster)
 	if err != nil || len(cs) != 2 {
@@ -150,21 +156,34 @@ func TestUpDockerExample(t *testing.T) {
 	}
 }
 
-type rayRecord struct {
-	Argv   []string          `json:"argv"`
-	Env    map[string]string `json:"env"`
-	Signal int               `json:"signal"`
+type process struct {
+	pid  int
+	argv []string
+	env  map[string]string
 }
 
-func readRecord(t *testing.T, path string) rayRecord {
+// rayHeadProcess reads the Ray head's argv and environment from /proc, by
+// the PID head up records in STATE/ray-head.json.
+func rayHeadProcess(t *testing.T, state string) process {
 	t.Helper()
-	var r rayRecord
-	b, err := os.ReadFile(path)
-	if err == nil {
-		err = json.Unmarshal(b, &r)
+	st, ok, err := rayhead.ReadStatus(state)
+	if err != nil || !ok || st.PID == 0 {
+		t.Fatalf("Ray head status: %+v %v %v", st, ok, err)
 	}
+	p := process{pid: st.PID, env: map[string]string{}}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.PID))
 	if err != nil {
-		t.Errorf("Ray head record %s: %v", path, err)
+		t.Fatal(err)
 	}
-	return r
+	p.argv = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", st.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			p.env[k] = v
+		}
+	}
+	return p
 }

@@ -50,6 +50,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	refuse := fs.Int("refuse-destroys", 0, "answer this many destroys 200 {\"success\": false} first")
 	offers := fs.Int("offers", 8, "how many offers (distinct hosts and machines)")
 	unsafe := fs.String("unsafe-hosts", "", "comma list of host IDs whose containers keep NET_RAW")
+	stopped := fs.String("stopped-hosts", "", "comma list of host IDs whose machines start instances stopped (create: success false with new_contract)")
+	quota := fs.Int("search-quota", 0, "searches per UTC day before 429 search_quota_exceeded (0: none)")
+	retryAfter := fs.Duration("retry-after", 0, "put Retry-After on every 429 (0: none, as vast's reference says)")
+	oversell := fs.Bool("oversell", false, "sell an offer again while rented (vast does when two creates race)")
 	noDocker := fs.Bool("no-docker", false, "run nothing: instances get documentation IPs (API only)")
 	cleanup := fs.Bool("cleanup", false, "remove every container of --name and exit")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +94,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	cfg := fakevast.Config{Key: key, Offers: list, StartDelay: *delay, MinInterval: *minInterval, NoLimits: *noLimits, RefuseDestroys: *refuse, Log: log}
+	for _, h := range strings.Split(*stopped, ",") {
+		if id, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil {
+			for i := range list {
+				if list[i].HostID == id {
+					list[i].StartsStopped = true
+				}
+			}
+		}
+	}
+	cfg := fakevast.Config{Key: key, Offers: list, StartDelay: *delay, MinInterval: *minInterval, NoLimits: *noLimits, RefuseDestroys: *refuse,
+		SearchQuota: *quota, RetryAfter: *retryAfter, Oversell: *oversell, Log: log}
 	out := map[string]string{}
 	if !*noDocker {
 		img := *image

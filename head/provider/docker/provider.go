@@ -26,7 +26,8 @@ import (
 
 // Environment knobs of `head serve --provider docker`.
 const (
-	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // candidate image; default: built from test/fakeray
+	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // candidate image; default: built with real Ray of the config's ray.version, else the stand-in
+	EnvRayWheels       = "RAYVAST_RAY_WHEELS"               // a folder of Ray's wheels for that build; default the package index
 	EnvUnsafeNodeTypes = "RAYVAST_DOCKER_UNSAFE_NODE_TYPES" // node types rented with NET_RAW kept (demo)
 	EnvMemoryMB        = "RAYVAST_DOCKER_MEMORY_MB"         // memory limit of each candidate; default none
 	EnvHairpin         = "RAYVAST_DOCKER_HAIRPIN"           // "1": NetOptions.Hairpin
@@ -129,7 +130,11 @@ func NewWithNet(opts provider.Options, net NetOptions) (provider.Provider, error
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if cfg.Image == "" {
-		img, err := BuildImage(ctx, ImageConfig{Engine: cfg.Engine, Log: log})
+		// Real Ray of the cluster's version (from a venv of this machine,
+		// made from $RAYVAST_RAY_WHEELS or the package index), else the
+		// stand-in.
+		img, err := BuildImage(ctx, ImageConfig{Engine: cfg.Engine, Log: log,
+			RayVersion: opts.RayVersion, RayWheels: os.Getenv(EnvRayWheels)})
 		if err != nil {
 			return nil, fmt.Errorf("docker provider: %w (or set %s)", err, EnvImage)
 		}

@@ -2,6 +2,7 @@ package vast
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +22,10 @@ type Offer struct {
 	DirectPortCount int     `json:"direct_port_count"`
 	Rentable        bool    `json:"rentable"`
 	Verified        bool    `json:"verified"`
+	Reliability2    float64 `json:"reliability2"`
+	CUDAMaxGood     float64 `json:"cuda_max_good"`
+	InetDown        float64 `json:"inet_down"`
+	InetUp          float64 `json:"inet_up"`
 }
 
 // Query is an offer search. Zero fields are left out.
@@ -33,6 +38,26 @@ type Query struct {
 	ExcludeHosts   []int64
 	ExcludeMachine []int64
 	Limit          int
+	Filters        Filters
+}
+
+// Filters are the offer filters of one search, defaults applied
+// (Provider.filters): numbers are minimums, zero leaves a filter out.
+type Filters struct {
+	Reliability2 float64
+	Verified     bool // false: verified or not
+	CUDAMaxGood  float64
+	InetDown     float64
+	InetUp       float64
+	Datacenter   bool // true: vast's secure cloud only
+	Geolocation  []string
+	Search       map[string]map[string]any // passed through as given
+}
+
+// key is the filters as one comparable string (the offer cache's key).
+func (f Filters) key() string {
+	b, _ := json.Marshal(f)
+	return string(b)
 }
 
 // GPUName normalises a GPU name as the CLI does: vast spells it with
@@ -55,7 +80,6 @@ func ids(v []int64) []string {
 // string values, order, type, limit and allocated_storage.
 func (q Query) Body() map[string]any {
 	f := map[string]any{
-		"verified": map[string]any{"eq": true},
 		"external": map[string]any{"eq": false},
 		"rentable": map[string]any{"eq": true},
 		"rented":   map[string]any{"eq": false},
@@ -84,6 +108,28 @@ func (q Query) Body() map[string]any {
 	if q.DiskGB > 0 {
 		f["allocated_storage"] = q.DiskGB
 	}
+	// The filters after rayvast's own: a passthrough field never replaces
+	// one of those (the config refuses them; this keeps it so).
+	for k, ops := range q.Filters.Search {
+		if _, set := f[k]; !set {
+			f[k] = ops
+		}
+	}
+	fl := q.Filters
+	if fl.Verified {
+		f["verified"] = map[string]any{"eq": true}
+	}
+	for k, v := range map[string]float64{"reliability2": fl.Reliability2, "cuda_max_good": fl.CUDAMaxGood, "inet_down": fl.InetDown, "inet_up": fl.InetUp} {
+		if v > 0 {
+			f[k] = map[string]any{"gte": num(v)}
+		}
+	}
+	if fl.Datacenter {
+		f["datacenter"] = map[string]any{"eq": true}
+	}
+	if len(fl.Geolocation) > 0 {
+		f["geolocation"] = map[string]any{"in": fl.Geolocation}
+	}
 	return f
 }
 
@@ -108,12 +154,20 @@ func (c *Client) SearchOffers(ctx context.Context, q Query) ([]Offer, error) {
 			o.NumGPUs != q.NumGPUs,
 			q.MaxDPH > 0 && o.DPHTotal > q.MaxDPH,
 			o.DirectPortCount < q.MinPorts,
-			hosts[o.HostID], machines[o.MachineID]:
+			hosts[o.HostID], machines[o.MachineID],
+			!q.Filters.admits(o):
 			continue
 		}
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// admits checks an offer against the filters whose fields the offer
+// carries as numbers (the others are vast's to apply).
+func (f Filters) admits(o Offer) bool {
+	return (!f.Verified || o.Verified) && o.Reliability2 >= f.Reliability2 && o.CUDAMaxGood >= f.CUDAMaxGood &&
+		o.InetDown >= f.InetDown && o.InetUp >= f.InetUp
 }
 
 func set(ids []int64) map[int64]bool {
@@ -204,11 +258,21 @@ func (c *Client) CreateInstance(ctx context.Context, offerID int64, req CreateRe
 		body: req, out: &ans, pol: notIdempotent}); err != nil {
 		return 0, err
 	}
-	if !ans.Success || ans.NewContract == 0 {
+	switch {
+	case !ans.Success && ans.NewContract > 0:
+		// The reference: success is false when the container started in
+		// the stopped state; the contract is still an instance (it bills
+		// its storage) and the caller must destroy it.
+		return ans.NewContract, fmt.Errorf("vast %s: offer %d: instance %d: %w", op, offerID, ans.NewContract, ErrStopped)
+	case !ans.Success || ans.NewContract <= 0:
 		return 0, fmt.Errorf("vast %s: offer %d: answer without success/new_contract: %s", op, offerID, cut(ans.Msg, 200))
 	}
 	return ans.NewContract, nil
 }
+
+// ErrStopped is a create whose instance vast started stopped (success
+// false with a new_contract): CreateInstance returns its ID with it.
+var ErrStopped = errors.New("vast started the instance stopped")
 
 // Instance is what rayvast reads of one instance.
 type Instance struct {

@@ -116,7 +116,7 @@ type offerCache struct {
 }
 
 func cacheKey(q Query) string {
-	return fmt.Sprintf("%s|%d|%g|%d|%g", q.GPUName, q.NumGPUs, q.MaxDPH, q.MinPorts, q.DiskGB)
+	return fmt.Sprintf("%s|%d|%g|%d|%g|%s", q.GPUName, q.NumGPUs, q.MaxDPH, q.MinPorts, q.DiskGB, q.Filters.key())
 }
 
 // pick returns the cheapest usable offer for q, searching when the last
@@ -152,6 +152,9 @@ func (p *Provider) takeCached(q Query) *Offer {
 	for _, m := range p.live {
 		machines[m] = true
 	}
+	for m := range p.foreign {
+		machines[m] = true
+	}
 	for i := range c.offers {
 		o := c.offers[i]
 		if c.taken[o.ID] || hosts[o.HostID] || machines[o.MachineID] || p.renting[o.MachineID] {
@@ -181,10 +184,18 @@ func (p *Provider) track(ins []Instance) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	listed := map[int64]bool{}
+	p.foreign = map[int64]bool{}
 	for _, in := range ins {
-		if strings.HasPrefix(in.LabelText(), p.prefix) && in.MachineID > 0 {
+		label := in.LabelText()
+		switch {
+		case in.MachineID <= 0:
+		case strings.HasPrefix(label, p.prefix):
 			p.live[in.ID] = in.MachineID
 			listed[in.ID] = true
+		case strings.HasPrefix(label, anyRayvast) && !vanishedStatus[in.Status()]:
+			// Another head's rental on this account (SOURCES.md: two
+			// heads, one account): its machine is not ours to rent.
+			p.foreign[in.MachineID] = true
 		}
 	}
 	for id := range p.live {

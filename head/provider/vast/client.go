@@ -14,7 +14,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rayvast/rayvast/internal/ctxsleep"
@@ -27,27 +30,100 @@ const DefaultBaseURL = "https://console.vast.ai"
 // ErrNotFound means vast answered 404 (or an empty show) for an instance.
 var ErrNotFound = errors.New("vast: not found")
 
+// Errors an APIError matches (errors.Is) by what vast's answer means for
+// renting (SOURCES.md: vast's error answers).
+var (
+	// ErrAuth: vast refused the API key (an "auth_error" body, which vast
+	// sends with 404 as well as 401/403): wrong or revoked. Stop renting.
+	ErrAuth = errors.New("vast refused the API key (wrong or revoked)")
+	// ErrDeprecated: vast retired the endpoint (410 deprecated_endpoint).
+	ErrDeprecated = errors.New("vast retired this endpoint")
+	// ErrQuota: the account's daily search quota is used up (429
+	// search_quota_exceeded); no search until it resets.
+	ErrQuota = errors.New("vast's daily search quota is used up")
+	// ErrBilling: a create refused 400 invalid_args for the account's
+	// billing (no credit, no card): no create can succeed. Stop renting.
+	ErrBilling = errors.New("vast refused the create for the account's billing")
+	// ErrOfferGone: the offer cannot be had (404/410 no_such_ask, "no
+	// longer available", or 400 invalid_args for a host that blacklisted
+	// the account): skip it, rent another.
+	ErrOfferGone = errors.New("vast: offer not available")
+)
+
 // APIError is a non-2xx answer that was not retried away. Msg is vast's own
 // text (its "msg"/"error"/"message" field or the plain body), cut short.
 type APIError struct {
 	Op     string
+	Call   string // "POST /api/v0/bundles/": which request vast answered
 	Status int
 	Msg    string
-	Code   string // vast's "error" field ("not_found", "invalid_args", …)
+	Code   string    // vast's "error" field ("not_found", "invalid_args", …)
+	Until  time.Time // ErrQuota: when the quota resets
 }
 
 func (e *APIError) Error() string {
+	switch {
+	case e.is(ErrAuth):
+		return fmt.Sprintf("vast %s: HTTP %d: %s: vast refused the API key (wrong or revoked); renting stops until the head restarts with a good key", e.Op, e.Status, e.Msg)
+	case e.is(ErrDeprecated):
+		return fmt.Sprintf("vast %s: HTTP %d: %s: vast retired %s (deprecated_endpoint); this rayvast speaks an API vast no longer serves", e.Op, e.Status, e.Msg, e.Call)
+	case e.is(ErrQuota):
+		return fmt.Sprintf("vast %s: HTTP %d: %s: the account's daily search quota is used up; no search until %s", e.Op, e.Status, e.Msg, e.Until.UTC().Format(time.RFC3339))
+	case e.is(ErrBilling):
+		return fmt.Sprintf("vast %s: HTTP %d: %s: vast refuses creates for the account's billing (credit or payment); renting stops for a while", e.Op, e.Status, e.Msg)
+	}
 	return fmt.Sprintf("vast %s: HTTP %d: %s", e.Op, e.Status, e.Msg)
 }
 
 // Unwrap makes a 404 match ErrNotFound when its body says the thing is not
 // found: vast also answers 404 to a bad key or path (SOURCES.md), and such
-// an answer must not read as "the instance is gone".
+// an answer must not read as "the instance is gone". The other sentinels
+// above say what the rest mean.
 func (e *APIError) Unwrap() error {
+	for _, s := range []error{ErrAuth, ErrDeprecated, ErrQuota, ErrBilling, ErrOfferGone} {
+		if e.is(s) {
+			return s
+		}
+	}
 	if e.Status == http.StatusNotFound && notFoundBody(e.Code, e.Msg) {
 		return ErrNotFound
 	}
 	return nil
+}
+
+// is classes the answer (the table in SOURCES.md).
+func (e *APIError) is(target error) bool {
+	m := strings.ToLower(e.Msg)
+	switch target {
+	case ErrAuth:
+		return e.Code == "auth_error" || e.Status == http.StatusUnauthorized
+	case ErrDeprecated:
+		return e.Status == http.StatusGone && e.Code == "deprecated_endpoint"
+	case ErrQuota:
+		return e.Status == http.StatusTooManyRequests && e.Code == "search_quota_exceeded"
+	case ErrBilling:
+		return e.Status == http.StatusBadRequest && e.Code == "invalid_args" && strings.HasPrefix(e.Op, "create") && billingText(m)
+	case ErrOfferGone:
+		if !strings.HasPrefix(e.Op, "create") || e.Code == "auth_error" {
+			return false
+		}
+		return e.Code == "no_such_ask" || (e.Status == http.StatusGone && e.Code != "deprecated_endpoint") ||
+			strings.Contains(m, "no longer available") ||
+			(e.Status == http.StatusBadRequest && e.Code == "invalid_args" && strings.Contains(m, "blacklist"))
+	}
+	return false
+}
+
+// billingText: vast's reference says a create's 400 invalid_args covers
+// "billing issues" without naming the text; these are the words such a
+// message uses (our choice, SOURCES.md).
+func billingText(m string) bool {
+	for _, w := range []string{"billing", "balance", "credit", "payment", "insufficient funds"} {
+		if strings.Contains(m, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func notFoundBody(code, msg string) bool {
@@ -84,8 +160,9 @@ type ClientConfig struct {
 	// Default: a timer that honours ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Retries bounds the attempts after the first (default 8). A 429 waits
-	// for the pacer's backoff (vast sends no Retry-After); a 5xx waits
-	// MinBackoff (default 1 s).
+	// its Retry-After when vast sends one (at most a minute), else the
+	// pacer's backoff; a 5xx waits MinBackoff (default 1 s) or its
+	// Retry-After.
 	Retries    int
 	MinBackoff time.Duration
 	// CreateTimeout bounds one create (default 120 s, the CLI's); other
@@ -98,6 +175,9 @@ type Client struct {
 	cfg   ClientConfig
 	base  *url.URL
 	pacer *Pacer
+
+	qmu   sync.Mutex
+	quota time.Time // search quota: no search before this
 }
 
 // NewClient checks the config and returns a Client.
@@ -221,26 +301,49 @@ func (c *Client) do(ctx context.Context, k call) error {
 		timeout = c.cfg.CreateTimeout
 	}
 	for attempt := 0; ; attempt++ {
+		if k.ep == EpSearch {
+			if until := c.QuotaUntil(); !until.IsZero() {
+				return &APIError{Op: k.op, Call: k.method + " " + k.path, Status: http.StatusTooManyRequests, Code: "search_quota_exceeded",
+					Msg: "(not sent: the quota vast reported has not reset)", Until: until}
+			}
+		}
 		done, err := c.pacer.Wait(ctx, k.ep)
 		if err != nil {
 			return fmt.Errorf("vast %s: %w", k.op, err)
 		}
-		status, data, err := c.once(ctx, timeout, k.method, u.String(), payload)
-		if status == http.StatusTooManyRequests {
+		ans, err := c.once(ctx, timeout, k.method, u.String(), payload)
+		status := ans.status
+		var final error
+		if err != nil {
+			final = fmt.Errorf("vast %s: %w", k.op, err)
+		} else if status/100 != 2 {
+			// vast's text could quote the key it refused: never pass it on.
+			// (scrubbed before cutting, so no prefix of it survives either).
+			data := bytes.ReplaceAll(ans.body, []byte(c.cfg.Key.Reveal()), []byte("[api key]"))
+			final = &APIError{Op: k.op, Call: k.method + " " + k.path, Status: status, Msg: errorText(data), Code: errorCode(data)}
+		}
+		ra, hasRA := retryAfter(ans.header, c.cfg.Now())
+		switch {
+		case errors.Is(final, ErrQuota):
+			c.quotaHit(final.(*APIError), ans.header)
+		case status == http.StatusTooManyRequests && hasRA:
+			c.pacer.Delay(k.ep, min(ra, maxRetryAfter)) // a longer one fails this call; it holds no later one longer
+		case status == http.StatusTooManyRequests:
+			c.learnThreshold(k, ans.body)
 			wait := c.pacer.Limited(k.ep)
 			c.cfg.Log.Info("vast rate limit, backing off", "op", k.op, "attempt", attempt+1, "wait", wait.String())
-		} else {
+		default:
 			c.pacer.OK(k.ep)
 		}
 		if err == nil && status/100 >= 5 && k.pol.retry(status, false) {
-			c.pacer.Delay(k.ep, c.cfg.MinBackoff) // 5xx: retry soon, a few times
+			c.pacer.Delay(k.ep, max(c.cfg.MinBackoff, min(ra, maxRetryAfter))) // 5xx: retry soon, a few times
 		}
 		done()
-		if err == nil && status/100 == 2 {
+		if final == nil {
 			if k.out == nil {
 				return nil
 			}
-			if err := json.Unmarshal(data, k.out); err != nil {
+			if err := json.Unmarshal(ans.body, k.out); err != nil {
 				return fmt.Errorf("vast %s: decode answer: %w", k.op, err)
 			}
 			return nil
@@ -248,17 +351,20 @@ func (c *Client) do(ctx context.Context, k call) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("vast %s: %w", k.op, ctx.Err())
 		}
-		var final error
-		if err != nil {
-			final = fmt.Errorf("vast %s: %w", k.op, err)
-		} else {
-			// vast's text could quote the key it refused: never pass it on.
-			// (scrubbed before cutting, so no prefix of it survives either).
-			data = bytes.ReplaceAll(data, []byte(c.cfg.Key.Reveal()), []byte("[api key]"))
-			final = &APIError{Op: k.op, Status: status, Msg: errorText(data), Code: errorCode(data)}
-		}
-		if attempt >= c.cfg.Retries || !k.pol.retry(status, err != nil) {
+		if attempt >= c.cfg.Retries || !k.pol.retry(status, err != nil) || errors.Is(final, ErrQuota) {
 			return final
+		}
+		if hasRA && retryAfterHonoured(status) {
+			// vast says when: wait that long, but not past a minute (the
+			// CLI's cap) nor past what the caller gave this call.
+			if ra > maxRetryAfter {
+				return fmt.Errorf("%w (vast asks to retry after %s, more than %s: not retried)", final, ra, maxRetryAfter)
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < ra {
+				return fmt.Errorf("%w (vast asks to retry after %s, past this call's deadline: not retried)", final, ra)
+			}
+			c.cfg.Log.Info("vast asks to retry later", "op", k.op, "status", status, "attempt", attempt+1, "retry_after", ra.String())
+			continue
 		}
 		// The wait is the pacer's next slot for this endpoint.
 		if status != http.StatusTooManyRequests {
@@ -267,11 +373,104 @@ func (c *Client) do(ctx context.Context, k call) error {
 	}
 }
 
+// maxRetryAfter is the longest Retry-After honoured; a longer one fails
+// the call (the newest CLI's rule, SOURCES.md).
+const maxRetryAfter = time.Minute
+
+// retryAfterHonoured: the statuses whose Retry-After the newest CLI reads.
+func retryAfterHonoured(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(min(n, 1<<32)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// threshold is the number in vast's 429 text "…endpoint threshold=4.5".
+var threshold = regexp.MustCompile(`threshold\s*=\s*([0-9]+(?:\.[0-9]+)?)`)
+
+// learnThreshold raises the endpoint's interval to the threshold vast's 429
+// names, in seconds (vast's limits may be stricter than the reference).
+func (c *Client) learnThreshold(k call, body []byte) {
+	m := threshold.FindSubmatch(body)
+	if m == nil {
+		return
+	}
+	sec, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil || sec <= 0 || sec > 600 {
+		return
+	}
+	if c.pacer.Raise(k.ep, time.Duration(sec*float64(time.Second))) {
+		c.cfg.Log.Warn("vast names a stricter limit than rayvast kept; following it", "op", k.op, "interval_s", sec)
+	}
+}
+
+// quotaHit records a daily search quota: no search until it resets, at
+// X-RateLimit-Reset (seconds since the epoch, or seconds from now) else
+// the next midnight UTC.
+func (c *Client) quotaHit(e *APIError, h http.Header) {
+	now := c.cfg.Now()
+	e.Until = nextMidnightUTC(now)
+	if v, err := strconv.ParseFloat(strings.TrimSpace(h.Get("X-RateLimit-Reset")), 64); err == nil && v > 0 {
+		if v > 1e9 {
+			e.Until = time.Unix(int64(v), 0)
+		} else if v <= 48*3600 {
+			e.Until = now.Add(time.Duration(v * float64(time.Second)))
+		}
+	}
+	c.qmu.Lock()
+	first := c.quota.IsZero()
+	c.quota = e.Until
+	c.qmu.Unlock()
+	if first {
+		c.cfg.Log.Error("vast: the account's daily search quota is used up; no offer search until it resets", "until", e.Until.UTC().Format(time.RFC3339))
+	}
+}
+
+func nextMidnightUTC(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+}
+
+// QuotaUntil is when vast's daily search quota resets, zero when no quota
+// answer stands.
+func (c *Client) QuotaUntil() time.Time {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if !c.quota.IsZero() && !c.cfg.Now().Before(c.quota) {
+		c.quota = time.Time{}
+		c.cfg.Log.Info("vast: the daily search quota has reset; searching again")
+	}
+	return c.quota
+}
+
 // maxAnswer bounds an answer body (an instance list of a large account is
 // well under this).
 const maxAnswer = 16 << 20
 
-func (c *Client) once(ctx context.Context, timeout time.Duration, method, u string, payload []byte) (int, []byte, error) {
+// answer is one HTTP answer.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (c *Client) once(ctx context.Context, timeout time.Duration, method, u string, payload []byte) (answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rd io.Reader
@@ -280,7 +479,7 @@ func (c *Client) once(ctx context.Context, timeout time.Duration, method, u stri
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return 0, nil, err
+		return answer{header: http.Header{}}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Key.Reveal())
 	req.Header.Set("Accept", "application/json")
@@ -289,14 +488,14 @@ func (c *Client) once(ctx context.Context, timeout time.Duration, method, u stri
 	}
 	resp, err := c.cfg.HTTP.Do(req)
 	if err != nil {
-		return 0, nil, scrubURLError(err)
+		return answer{header: http.Header{}}, scrubURLError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return 0, nil, err
+		return answer{status: resp.StatusCode, header: resp.Header}, err
 	}
-	return resp.StatusCode, data, nil
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}, nil
 }
 
 // scrubURLError keeps the cause of a transport error; the URL carries no

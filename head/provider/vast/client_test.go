@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,8 @@ type script struct {
 	mu       sync.Mutex
 	statuses []int
 	body     string
+	after    string // Retry-After on every non-200 answer
+	errBody  string // the JSON body of a non-200, non-429 answer (default invalid_args)
 	calls    int
 	auth     []string
 	paths    []string
@@ -46,10 +49,16 @@ func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st := s.statuses[0]
 		s.statuses = s.statuses[1:]
 		if st != 200 {
+			if s.after != "" {
+				w.Header().Set("Retry-After", s.after)
+			}
 			w.WriteHeader(st)
-			if st == 429 {
+			switch {
+			case st == 429 && s.errBody == "":
 				io.WriteString(w, "API requests too frequent")
-			} else {
+			case s.errBody != "":
+				io.WriteString(w, s.errBody)
+			default:
 				io.WriteString(w, `{"success":false,"error":"invalid_args","msg":"bad thing"}`)
 			}
 			return
@@ -177,20 +186,22 @@ func slogText(v any) string {
 
 // TestSearchQueryAndFilter: the search is POST /api/v0/bundles/ with the
 // CLI's body: its default filters, string values, the GPU name with
-// spaces, ports, storage and the excluded hosts and machines; offers that
-// break them are dropped even when vast returns them.
+// spaces, ports, storage, the excluded hosts and machines and the quality
+// filters; offers that break them are dropped even when vast returns them.
 func TestSearchQueryAndFilter(t *testing.T) {
 	s := &script{body: `{"offers":[
-		{"id":1,"machine_id":10,"host_id":100,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.30,"direct_port_count":64},
-		{"id":2,"machine_id":11,"host_id":101,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.90,"direct_port_count":64},
-		{"id":3,"machine_id":12,"host_id":666,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.20,"direct_port_count":64},
-		{"id":4,"machine_id":13,"host_id":102,"gpu_name":"RTX 3090","num_gpus":1,"dph_total":0.10,"direct_port_count":64},
-		{"id":5,"machine_id":14,"host_id":103,"gpu_name":"RTX 4090","num_gpus":2,"dph_total":0.10,"direct_port_count":64},
-		{"id":6,"machine_id":77,"host_id":104,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.25,"direct_port_count":64},
-		{"id":7,"machine_id":15,"host_id":105,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.15,"direct_port_count":40}]}`}
+		{"id":1,"machine_id":10,"host_id":100,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.30,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":9,"machine_id":17,"host_id":107,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.11,"direct_port_count":64,"verified":true,"reliability2":0.5},
+		{"id":8,"machine_id":16,"host_id":106,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.12,"direct_port_count":64,"verified":false,"reliability2":0.99},
+		{"id":2,"machine_id":11,"host_id":101,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.90,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":3,"machine_id":12,"host_id":666,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.20,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":4,"machine_id":13,"host_id":102,"gpu_name":"RTX 3090","num_gpus":1,"dph_total":0.10,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":5,"machine_id":14,"host_id":103,"gpu_name":"RTX 4090","num_gpus":2,"dph_total":0.10,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":6,"machine_id":77,"host_id":104,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.25,"direct_port_count":64,"verified":true,"reliability2":0.99},
+		{"id":7,"machine_id":15,"host_id":105,"gpu_name":"RTX 4090","num_gpus":1,"dph_total":0.15,"direct_port_count":40,"verified":true,"reliability2":0.99}]}`}
 	c, _ := newTestClient(t, s, nil)
 	got, err := c.SearchOffers(context.Background(), Query{GPUName: "RTX_4090", NumGPUs: 1, MaxDPH: 0.5, MinPorts: 64, DiskGB: 16,
-		ExcludeHosts: []int64{666}, ExcludeMachine: []int64{77}})
+		ExcludeHosts: []int64{666}, ExcludeMachine: []int64{77}, Filters: Filters{Verified: true, Reliability2: 0.9}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,5 +341,103 @@ func TestNewClientRefuses(t *testing.T) {
 		if _, err := NewClient(cfg); err == nil {
 			t.Errorf("NewClient(%s) = nil error", cfg.BaseURL)
 		}
+	}
+}
+
+// TestRetryAfter: vast's Retry-After on 429, 502, 503 and 504 is waited
+// (not the doubling backoff), as seconds or an HTTP date; more than a
+// minute, or past the call's deadline, fails the call at once with no
+// retry; a create is still not repeated after a 502 or 504.
+func TestRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		status    int
+		after     string
+		create    bool
+		deadline  time.Duration
+		wantCalls int
+		wantErr   string
+		wantWaits []time.Duration
+	}{
+		{"429 waits it", 429, "5", false, 0, 2, "", []time.Duration{5 * time.Second}},
+		{"503 waits it", 503, "2", false, 0, 2, "", []time.Duration{2 * time.Second}},
+		{"502 waits it", 502, "3", false, 0, 2, "", []time.Duration{3 * time.Second}},
+		{"504 waits it", 504, "4", false, 0, 2, "", []time.Duration{4 * time.Second}},
+		{"as an HTTP date", 429, time.Unix(1_800_000_000, 0).Add(7 * time.Second).UTC().Format(http.TimeFormat), false, 0, 2, "", []time.Duration{7 * time.Second}},
+		{"over a minute", 429, "61", false, 0, 1, "more than 1m0s: not retried", nil},
+		{"past the deadline", 503, "30", false, time.Second, 1, "past this call's deadline", nil},
+		{"create after 502", 502, "1", true, 0, 1, "HTTP 502", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `{"instances":[]}`
+			if c.create {
+				body = `{"success":true,"new_contract":77}`
+			}
+			s := &script{statuses: []int{c.status, 200}, body: body, after: c.after}
+			cl, waits := newTestClient(t, s, nil)
+			ctx := context.Background()
+			if c.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.deadline)
+				defer cancel()
+			}
+			var err error
+			if c.create {
+				_, err = cl.CreateInstance(ctx, 5, CreateRequest{Image: "x", Disk: 16})
+			} else {
+				_, err = cl.ListInstances(ctx)
+			}
+			if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+				t.Errorf("err = %v, want %q", err, c.wantErr)
+			}
+			if s.calls != c.wantCalls {
+				t.Errorf("%d calls, want %d", s.calls, c.wantCalls)
+			}
+			if c.wantErr == "" && fmt.Sprint(*waits) != fmt.Sprint(c.wantWaits) {
+				t.Errorf("waits = %v, want %v", *waits, c.wantWaits)
+			}
+		})
+	}
+}
+
+// TestErrorAnswersClassed: each vast error answer matches the sentinel the
+// provider reacts to, and its message says what it means; a 404 that is
+// an auth_error is never "not found".
+func TestErrorAnswersClassed(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status int
+		body   string
+		create bool
+		want   error
+		text   string
+	}{
+		{"404 auth_error", 404, `{"success":false,"error":"auth_error","msg":"Invalid or missing API key"}`, false, ErrAuth, "vast refused the API key"},
+		{"410 deprecated", 410, `{"success":false,"error":"deprecated_endpoint","msg":"Use /api/v1/instances/ instead"}`, false, ErrDeprecated, "vast retired GET /api/v1/instances/"},
+		{"400 billing", 400, `{"success":false,"error":"invalid_args","msg":"Your account balance is too low"}`, true, ErrBilling, "for the account's billing"},
+		{"400 blacklisted", 400, `{"success":false,"error":"invalid_args","msg":"You have been blacklisted by this host"}`, true, ErrOfferGone, "blacklisted"},
+		{"404 no such ask", 404, `{"success":false,"error":"no_such_ask","msg":"No ask by id 5 is available."}`, true, ErrOfferGone, "No ask"},
+		{"410 no longer available", 410, `{"success":false,"error":"no_such_ask","msg":"Instance type 5 is no longer available."}`, true, ErrOfferGone, "no longer available"},
+		{"429 quota", 429, `{"success":false,"error":"search_quota_exceeded","msg":"quota"}`, false, ErrQuota, "daily search quota is used up"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &script{statuses: []int{c.status}, errBody: c.body, body: `{}`}
+			cl, _ := newTestClient(t, s, nil)
+			var err error
+			if c.create {
+				_, err = cl.CreateInstance(context.Background(), 5, CreateRequest{Image: "x", Disk: 16})
+			} else {
+				_, err = cl.ListInstances(context.Background())
+			}
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
+				t.Errorf("err = %v, want %v saying %q", err, c.want, c.text)
+			}
+			if errors.Is(err, ErrNotFound) {
+				t.Errorf("err = %v reads as not found", err)
+			}
+			if s.calls != 1 {
+				t.Errorf("%d calls, want 1 (not retried)", s.calls)
+			}
+		})
 	}
 }

@@ -68,6 +68,7 @@ type Pacer struct {
 
 // NewPacer returns a pacer; now and sleep are injected for tests.
 func NewPacer(lim Limits, now func() time.Time, sleep func(context.Context, time.Duration) error) *Pacer {
+	lim = lim.Scale(1) // a copy: Raise changes it
 	return &Pacer{lim: lim, now: now, sleep: sleep, turn: map[string]chan struct{}{},
 		next: map[string]time.Time{}, strikes: map[string]int{}, sent: map[string]int{}}
 }
@@ -146,6 +147,21 @@ func (p *Pacer) Delay(ep string, d time.Duration) time.Duration {
 		p.next[ep] = at
 	}
 	return p.next[ep].Sub(now)
+}
+
+// Raise makes ep's interval at least d (vast's 429 named a stricter
+// threshold); true when it grew.
+func (p *Pacer) Raise(ep string, d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d <= p.lim.Interval[ep] {
+		return false
+	}
+	if p.lim.Interval == nil {
+		p.lim.Interval = map[string]time.Duration{}
+	}
+	p.lim.Interval[ep] = d
+	return true
 }
 
 // OK records an answer that was not a 429: the backoff starts over.

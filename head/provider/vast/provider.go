@@ -76,6 +76,11 @@ type Provider struct {
 	destroying map[int64]*flight
 	destroyed  map[int64]bool
 
+	avoid   map[int64]time.Time // machines not to rent on until then (started an instance stopped)
+	avoidH  map[int64]time.Time // hosts likewise (blacklisted this account)
+	foreign map[int64]bool      // machines holding another rayvast rental of this account
+	halt    halt
+
 	searchMu sync.Mutex // one search at a time: a burst of Rents shares it
 }
 
@@ -195,7 +200,8 @@ func Open(cfg Config) (*Provider, error) {
 		cfg.Now = time.Now
 	}
 	p := &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{},
-		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{}}
+		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{},
+		avoid: map[int64]time.Time{}, avoidH: map[int64]time.Time{}, foreign: map[int64]bool{}}
 	p.list = &lister{c: cfg.Client, every: cfg.ListEvery, now: cfg.Now}
 	return p, nil
 }
@@ -241,11 +247,20 @@ func (p *Provider) spec(nodeType string) OfferSpec {
 
 // excluded lists the blocked host IDs and every machine seen on them.
 func (p *Provider) excluded() (hosts, machines []int64) {
-	if p.cfg.Blocklist == nil {
-		return nil, nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	hosts = append(hosts, p.avoided(p.avoidH)...)
+	machines = append(machines, p.avoided(p.avoid)...)
+	for m := range p.foreign {
+		machines = append(machines, m)
+	}
+	defer func() {
+		sort.Slice(hosts, func(i, j int) bool { return hosts[i] < hosts[j] })
+		sort.Slice(machines, func(i, j int) bool { return machines[i] < machines[j] })
+	}()
+	if p.cfg.Blocklist == nil {
+		return hosts, machines
+	}
 	for _, e := range p.cfg.Blocklist.Entries() {
 		h, err := strconv.ParseInt(e.HostID, 10, 64)
 		if err != nil {
@@ -284,7 +299,6 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		return provider.Rental{}, errors.New("vast rent: no command (bootloader.sh text)")
 	}
 	spec := p.spec(req.NodeType)
-	q := p.query(spec, req)
 	env := PortEnv()
 	for k, v := range req.Env {
 		env[k] = v
@@ -299,10 +313,23 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	if err := body.Check(); err != nil {
 		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
 	}
+	if err := p.halted(); err != nil {
+		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+	}
+	// The listing (at most ListEvery old) names the machines other heads
+	// of this account hold: they are not searched.
+	ins, _, _, err := p.list.get(ctx, 0)
+	if err != nil {
+		p.note(err)
+		return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+	}
+	p.track(ins)
 	var lastErr error
 	for tried := 0; tried < offersTried; tried++ {
+		q := p.query(spec, req)
 		o, err := p.pick(ctx, q)
 		if err != nil {
+			p.note(err)
 			return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
 		}
 		if o == nil {
@@ -313,9 +340,23 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		}
 		p.seen(o.HostID, o.MachineID)
 		id, err := p.cfg.Client.CreateInstance(ctx, o.ID, body)
-		var ae *APIError
-		if errors.As(err, &ae) && ae.Status/100 == 4 && ae.Status != 401 && ae.Status != 403 && ae.Status != 429 {
+		if errors.Is(err, ErrStopped) {
 			p.release(o.MachineID, 0)
+			p.stoppedCreate(ctx, req.CandidateID, *o, id)
+			lastErr = err
+			continue
+		}
+		if p.note(err) {
+			p.release(o.MachineID, 0)
+			return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
+		}
+		var ae *APIError
+		isAPI := errors.As(err, &ae)
+		if errors.Is(err, ErrOfferGone) || isAPI && ae.Status/100 == 4 && ae.Status != 401 && ae.Status != 403 && ae.Status != 429 {
+			p.release(o.MachineID, 0)
+			if isAPI && ae.Status == 400 && strings.Contains(strings.ToLower(ae.Msg), "blacklist") {
+				p.avoidFor(p.avoidH, o.HostID, avoidFor) // the host refuses the account on all its machines
+			}
 			p.log.Warn("vast offer refused, trying the next", "candidate", req.CandidateID, "offer", o.ID, "err", err)
 			lastErr = err
 			continue
@@ -333,6 +374,44 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	return provider.Rental{}, fmt.Errorf("vast rent %s: every offer refused: %w", req.CandidateID, lastErr)
 }
 
+// avoidFor is how long a machine that started an instance stopped (or a
+// host that blacklisted the account) is skipped.
+const avoidFor = time.Hour
+
+// stoppedCreate ends an instance vast started stopped (it bills its
+// storage) at once and skips its machine; the next offer is tried.
+func (p *Provider) stoppedCreate(ctx context.Context, cand string, o Offer, id int64) {
+	p.avoidFor(p.avoid, o.MachineID, avoidFor)
+	p.log.Warn("vast started the instance stopped; destroying it and skipping its machine", "candidate", cand,
+		"instance", id, "offer", o.ID, "machine", o.MachineID, "host", o.HostID, "skip_for", avoidFor.String())
+	if err := p.Destroy(ctx, strconv.FormatInt(id, 10)); err != nil {
+		// The label names the candidate: the leak sweep destroys it once
+		// the candidate holds another instance or ends.
+		p.log.Error("vast: destroy of a stopped instance failed; the leak sweep will retry", "instance", id, "err", err)
+	}
+}
+
+func (p *Provider) avoidFor(m map[int64]time.Time, id int64, d time.Duration) {
+	p.mu.Lock()
+	m[id] = p.cfg.Now().Add(d)
+	p.mu.Unlock()
+}
+
+// avoided lists the ids of m still to skip (expired ones dropped); the
+// caller holds p.mu.
+func (p *Provider) avoided(m map[int64]time.Time) []int64 {
+	var out []int64
+	now := p.cfg.Now()
+	for id, t := range m {
+		if now.Before(t) {
+			out = append(out, id)
+		} else {
+			delete(m, id)
+		}
+	}
+	return out
+}
+
 // query is the offer search of one rental: the node type's spec, the
 // rental's own price cap (the cluster budget left), 64 direct ports, the
 // disk asked for, and the blocked hosts and machines.
@@ -344,7 +423,7 @@ func (p *Provider) query(spec OfferSpec, req provider.RentRequest) Query {
 	hosts, machines := p.excluded()
 	machines = append(machines, p.liveMachines()...) // one node per machine
 	return Query{GPUName: spec.GPUName, NumGPUs: req.GPUs, MaxDPH: maxDPH, MinPorts: wire.PortCount, DiskGB: spec.DiskGB,
-		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: searchLimit}
+		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: searchLimit, Filters: p.filters(req.NodeType, spec.Image)}
 }
 
 func parseID(instanceID string) (int64, error) {
@@ -369,6 +448,9 @@ func (p *Provider) rental(in Instance) (provider.Rental, bool) {
 	if in.HostID > 0 {
 		r.HostID = strconv.FormatInt(in.HostID, 10)
 	}
+	if vanishedStatus[in.Status()] {
+		r.Vanished = in.Status()
+	}
 	if in.Status() == "running" && in.PublicIPAddr != "" {
 		ip, err := netip.ParseAddr(strings.TrimSpace(in.PublicIPAddr))
 		if err != nil {
@@ -378,6 +460,36 @@ func (p *Provider) rental(in Instance) (provider.Rental, bool) {
 		r.PublicIP, r.Running = ip.Unmap().WithZone("").String(), true
 	}
 	return r, true
+}
+
+// vanishedStatus are the actual_status values of an instance that does not
+// run and will not by itself: its container exited, its host went offline
+// or is unknown to vast, or it was stopped (SOURCES.md).
+var vanishedStatus = map[string]bool{"exited": true, "offline": true, "unknown": true, "stopped": true}
+
+// anyRayvast starts the label of every rayvast rental, whatever the cluster.
+const anyRayvast = "rayvast:"
+
+// yielders are the instances of a listing that must give their machine
+// up: on each machine the rayvast rental with the lowest ID keeps it
+// (vast sells one offer twice when two creates race, SOURCES.md). Every
+// head on the account reads the same listing, so they agree.
+func yielders(ins []Instance) map[int64]bool {
+	keep := map[int64]int64{} // machine → lowest rayvast instance ID
+	for _, in := range ins {
+		if strings.HasPrefix(in.LabelText(), anyRayvast) && in.MachineID > 0 && !vanishedStatus[in.Status()] {
+			if k, ok := keep[in.MachineID]; !ok || in.ID < k {
+				keep[in.MachineID] = in.ID
+			}
+		}
+	}
+	out := map[int64]bool{}
+	for _, in := range ins {
+		if k, ok := keep[in.MachineID]; ok && strings.HasPrefix(in.LabelText(), anyRayvast) && !vanishedStatus[in.Status()] && in.ID != k {
+			out[in.ID] = true
+		}
+	}
+	return out
 }
 
 // Get implements provider.Provider from the batched listing (one v1
@@ -390,6 +502,7 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental,
 	}
 	ins, listed, young, err := p.list.get(ctx, id)
 	if err != nil {
+		p.note(err)
 		return provider.Rental{}, fmt.Errorf("vast get %s: %w", instanceID, err)
 	}
 	p.track(ins)
@@ -413,6 +526,7 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental,
 	if !ok || in.ID != id {
 		return provider.Rental{}, provider.ErrGone // not this cluster's
 	}
+	r.Yield = yielders(ins)[id]
 	return r, nil
 }
 
@@ -475,12 +589,15 @@ func (p *Provider) destroy(ctx context.Context, id int64, instanceID string) err
 func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
 	ins, err := p.list.refresh(ctx)
 	if err != nil {
+		p.note(err)
 		return nil, fmt.Errorf("vast list: %w", err)
 	}
 	p.track(ins)
+	yield := yielders(ins)
 	var out []provider.Rental
 	for _, in := range ins {
 		if r, ok := p.rental(in); ok {
+			r.Yield = yield[in.ID]
 			out = append(out, r)
 		}
 	}

@@ -41,6 +41,7 @@ type env struct {
 	be     *launches
 	logs   *rvtest.Buffer
 	client *Client
+	url    string
 }
 
 // testScale runs vast's rate limits 10 000 times faster on the fake clock
@@ -51,11 +52,20 @@ const testScale = 1e-4
 // whose pacer keeps the same limits; clientLimits, when given, replaces the
 // client's (a client that does not know vast's limits).
 func newEnv(t *testing.T, offers []fakevast.Offer, clientLimits *Limits) *env {
+	return newEnvWith(t, offers, clientLimits, nil)
+}
+
+// newEnvWith is newEnv with fakevast's config changed by set first.
+func newEnvWith(t *testing.T, offers []fakevast.Offer, clientLimits *Limits, set func(*fakevast.Config)) *env {
 	t.Helper()
 	clk := rvtest.NewClock(time.Unix(1_800_000_000, 0))
 	be := &launches{m: map[int64]fakevast.Launch{}}
-	fake := fakevast.New(fakevast.Config{Key: testKey, Offers: offers, StartDelay: 10 * time.Second, Limits: fakevast.VastLimits().Scale(testScale),
-		Backend: be, Now: clk.Now})
+	fc := fakevast.Config{Key: testKey, Offers: offers, StartDelay: 10 * time.Second, Limits: fakevast.VastLimits().Scale(testScale),
+		Backend: be, Now: clk.Now}
+	if set != nil {
+		set(&fc)
+	}
+	fake := fakevast.New(fc)
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
 	logs := &rvtest.Buffer{}
@@ -69,7 +79,7 @@ func newEnv(t *testing.T, offers []fakevast.Offer, clientLimits *Limits) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{fake: fake, clock: clk, be: be, logs: logs, client: c}
+	return &env{fake: fake, clock: clk, be: be, logs: logs, client: c, url: srv.URL}
 }
 
 func (e *env) provider(t *testing.T, cluster string, b Blocklist) *Provider {

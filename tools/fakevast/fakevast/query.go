@@ -77,6 +77,18 @@ func field(o Offer, name string) any {
 		return o.External
 	case "direct_port_count":
 		return float64(o.DirectPortCount)
+	case "reliability2":
+		return o.Reliability2
+	case "cuda_max_good":
+		return o.CUDAMaxGood
+	case "inet_down":
+		return o.InetDown
+	case "inet_up":
+		return o.InetUp
+	case "datacenter":
+		return o.Datacenter
+	case "geolocation":
+		return o.Geolocation
 	}
 	return nil
 }

@@ -42,8 +42,43 @@ type Offer struct {
 	External  bool    `json:"external"`
 	// DirectPortCount is how many ports the machine maps: an instance gets
 	// at most this many of the ports it asks for.
-	DirectPortCount int  `json:"direct_port_count"`
-	Unsafe          bool `json:"fakevast_unsafe,omitempty"`
+	DirectPortCount int `json:"direct_port_count"`
+	// Quality fields the search filters on (search_offers reference);
+	// New gives an offer that leaves them zero a good machine's values.
+	Reliability2 float64 `json:"reliability2"`
+	CUDAMaxGood  float64 `json:"cuda_max_good"`
+	InetDown     float64 `json:"inet_down"`
+	InetUp       float64 `json:"inet_up"`
+	Datacenter   bool    `json:"datacenter"`
+	Geolocation  string  `json:"geolocation"` // country code
+	Unsafe       bool    `json:"fakevast_unsafe,omitempty"`
+	// The fake's knobs for vast's create answers (README): the machine
+	// starts instances stopped (200 success false with new_contract); the
+	// host blacklisted this account (400 invalid_args); the offer is no
+	// longer available (410 no_such_ask).
+	StartsStopped bool `json:"fakevast_starts_stopped,omitempty"`
+	Blacklisted   bool `json:"fakevast_blacklisted,omitempty"`
+	Unavailable   bool `json:"fakevast_unavailable,omitempty"`
+}
+
+// goodMachine fills the quality fields an offer leaves zero.
+func goodMachine(o Offer) Offer {
+	if o.Reliability2 == 0 {
+		o.Reliability2 = 0.995
+	}
+	if o.CUDAMaxGood == 0 {
+		o.CUDAMaxGood = 12.8
+	}
+	if o.InetDown == 0 {
+		o.InetDown = 800
+	}
+	if o.InetUp == 0 {
+		o.InetUp = 400
+	}
+	if o.Geolocation == "" {
+		o.Geolocation = "US"
+	}
+	return o
 }
 
 // DefaultOffers are n offers of machines without GPUs (the containers of
@@ -112,9 +147,22 @@ type Config struct {
 	// RefuseDestroys is how many destroys are answered 200
 	// {"success": false} before one is done (a refused destroy).
 	RefuseDestroys int
-	Backend        Backend // nil: instances run nowhere (API tests)
-	Now            func() time.Time
-	Log            *slog.Logger
+	// SearchQuota > 0 is the account's searches per UTC day; past it a
+	// search gets 429 search_quota_exceeded with X-RateLimit-Reset.
+	SearchQuota int
+	// RetryAfter > 0 puts Retry-After (whole seconds) on every 429.
+	RetryAfter time.Duration
+	// BillingRefusal, when set, refuses every create 400 invalid_args
+	// with this text (an account with a billing problem).
+	BillingRefusal string
+	// Deprecated lists "METHOD /path/" answered 410 deprecated_endpoint.
+	Deprecated map[string]bool
+	// Oversell lets a rented offer be created again: vast sells one
+	// offer twice when two creates race.
+	Oversell bool
+	Backend  Backend // nil: instances run nowhere (API tests)
+	Now      func() time.Time
+	Log      *slog.Logger
 }
 
 // Instance is the fake's record of one rental.
@@ -133,6 +181,8 @@ type Instance struct {
 	StartErr  string
 	Killed    bool
 	Destroyed bool
+	Stopped   bool   // created stopped (StartsStopped)
+	Vanished  string // actual_status after its host lost it (Vanish)
 }
 
 // Server is the fake API. Safe for concurrent use.
@@ -149,6 +199,8 @@ type Server struct {
 	limited   int
 	refusals  int // destroys still to refuse
 	times     map[string][]time.Time
+	searches  map[string]int // UTC day → searches (SearchQuota)
+	revoked   bool
 	wg        sync.WaitGroup
 }
 
@@ -166,10 +218,13 @@ func New(cfg Config) *Server {
 	if cfg.Limits == nil {
 		cfg.Limits = VastLimits()
 	}
-	offers := append([]Offer(nil), cfg.Offers...)
+	offers := make([]Offer, len(cfg.Offers))
+	for i, o := range cfg.Offers {
+		offers[i] = goodMachine(o)
+	}
 	return &Server{cfg: cfg, offers: offers, instances: map[int64]*Instance{}, nextID: 31000001,
 		last: map[string]time.Time{}, calls: map[string]int{}, lim: newLimiter(cfg.Limits), refusals: cfg.RefuseDestroys,
-		times: map[string][]time.Time{}}
+		times: map[string][]time.Time{}, searches: map[string]int{}}
 }
 
 // Handler routes the API.
@@ -183,6 +238,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/instances/", s.listV1)
 	mux.HandleFunc("GET /api/v0/instances/{id}/", s.show)
 	mux.HandleFunc("DELETE /api/v0/instances/{id}/", s.destroy)
+	mux.HandleFunc("GET /api/v0/users/current", s.user)
+	mux.HandleFunc("GET /api/v0/users/current/", s.user)
 	return s.guard(mux)
 }
 
@@ -194,8 +251,17 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if !ok {
 			tok, ok = r.URL.Query().Get("api_key"), r.URL.Query().Has("api_key")
 		}
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Key)) != 1 {
-			fail(w, http.StatusUnauthorized, "auth_error", "Invalid or missing API key")
+		s.mu.Lock()
+		revoked := s.revoked
+		s.mu.Unlock()
+		if !ok || revoked || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Key)) != 1 {
+			// vast answers a wrong or revoked key 404 with an auth_error
+			// body, not 401 (README: peers' reports).
+			fail(w, http.StatusNotFound, "auth_error", "Invalid or missing API key")
+			return
+		}
+		if s.cfg.Deprecated[r.Method+" "+r.URL.Path] {
+			fail(w, http.StatusGone, "deprecated_endpoint", "This endpoint is deprecated; see the API reference for its replacement")
 			return
 		}
 		name := endpointName(r)
@@ -217,15 +283,53 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if limited {
 			s.limited++
 		}
+		quota, reset := false, time.Time{}
+		if name == "search" && s.cfg.SearchQuota > 0 && !limited {
+			day := now.UTC().Format(time.DateOnly)
+			s.searches[day]++
+			quota = s.searches[day] > s.cfg.SearchQuota
+			y, m, d := now.UTC().Date()
+			reset = time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+		}
+		threshold := s.threshold(name)
 		s.mu.Unlock()
+		if quota {
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+			fail(w, http.StatusTooManyRequests, "search_quota_exceeded", "Daily search quota exceeded; it resets at midnight UTC")
+			return
+		}
 		if limited {
+			if s.cfg.RetryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
+			}
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusTooManyRequests)
-			io.WriteString(w, "API requests too frequent: endpoint threshold="+name)
+			io.WriteString(w, "API requests too frequent: endpoint threshold="+threshold)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// threshold is the endpoint's limit as vast's 429 text names it: the
+// seconds between two requests. The caller holds s.mu.
+func (s *Server) threshold(name string) string {
+	l := s.cfg.Limits[name]
+	iv := l.Interval
+	if s.cfg.MinInterval > 0 {
+		iv = s.cfg.MinInterval
+	} else if l.Calls > 0 {
+		iv = l.Per / time.Duration(l.Calls)
+	}
+	return strconv.FormatFloat(iv.Seconds(), 'f', -1, 64)
+}
+
+// user answers GET /api/v0/users/current, which the newest CLI asks before
+// every command (it reads host_agreement_accepted to cache its role, and
+// drops api_key from what it shows).
+func (s *Server) user(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"id": 4242, "username": "fakevast", "email": "fakevast@example.invalid",
+		"balance": 0.0, "credit": 100.0, "host_agreement_accepted": false, "api_key": s.cfg.Key})
 }
 
 // endpoint replaces numeric path segments so /instances/1/ and /instances/2/
@@ -300,6 +404,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "invalid_args", msg)
 		return
 	}
+	if s.cfg.BillingRefusal != "" {
+		fail(w, http.StatusBadRequest, "invalid_args", s.cfg.BillingRefusal)
+		return
+	}
 	exposed := 0
 	if ii, ok := s.cfg.Backend.(ImageInspector); ok {
 		exposed, _ = ii.ExposedPorts(r.Context(), req.Image)
@@ -311,16 +419,25 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			idx = i
 		}
 	}
-	if idx < 0 || s.offers[idx].Rented || !s.offers[idx].Rentable {
+	if idx < 0 || (s.offers[idx].Rented && !s.cfg.Oversell) || !s.offers[idx].Rentable {
 		s.mu.Unlock()
-		fail(w, http.StatusBadRequest, "no_such_ask", fmt.Sprintf("Instance type by id %d is not available.", offerID))
+		fail(w, http.StatusNotFound, "no_such_ask", fmt.Sprintf("No ask by id %d is available.", offerID))
+		return
+	}
+	if o := s.offers[idx]; o.Blacklisted || o.Unavailable {
+		s.mu.Unlock()
+		if o.Blacklisted {
+			fail(w, http.StatusBadRequest, "invalid_args", "This host has blacklisted your account.")
+		} else {
+			fail(w, http.StatusGone, "no_such_ask", fmt.Sprintf("Instance type %d is no longer available.", offerID))
+		}
 		return
 	}
 	s.offers[idx].Rented = true
 	id := s.nextID
 	s.nextID++
 	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
-		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(),
+		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: s.offers[idx].StartsStopped,
 		Ports: grantPorts(id, askedPorts(req.Env), min(s.offers[idx].DirectPortCount, maxOpenPorts)-exposed)}
 	s.instances[id] = in
 	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
@@ -332,6 +449,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	s.cfg.Log.Info("fakevast: instance created", "instance", id, "offer", offerID, "host", in.Offer.HostID, "label", req.Label)
+	if in.Stopped {
+		// The reference: success is false when the container started in
+		// the stopped state; new_contract is still an instance.
+		writeJSON(w, http.StatusOK, map[string]any{"success": false, "new_contract": id, "instance_api_key": launch.APIKey})
+		return
+	}
 	if s.cfg.Backend != nil {
 		s.wg.Add(1)
 		go func() {
@@ -352,7 +475,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	} else {
 		in.PublicIP = "192.0.2." + strconv.FormatInt(id%250+1, 10)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "new_contract": id})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "new_contract": id, "instance_api_key": launch.APIKey})
 }
 
 // grantPorts picks the identical ports vast grants for the asked 70000+
@@ -459,6 +582,10 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request) {
 func (s *Server) status(in *Instance) any {
 	age := s.cfg.Now().Sub(in.Created)
 	switch {
+	case in.Vanished != "":
+		return in.Vanished
+	case in.Stopped:
+		return "stopped"
 	case in.StartErr != "" || in.Killed:
 		return "exited"
 	case in.PublicIP != "" && s.exited(in.ID):
@@ -526,6 +653,33 @@ func (s *Server) Kill(ctx context.Context, id int64) error {
 		return s.cfg.Backend.Kill(ctx, id)
 	}
 	return nil
+}
+
+// Vanish makes an instance's host lose it as vast shows it: actual_status
+// becomes status ("exited", "offline", "unknown" or "stopped") and its
+// process stops; the instance stays (and bills) until destroyed.
+func (s *Server) Vanish(ctx context.Context, id int64, status string) error {
+	s.mu.Lock()
+	in, ok := s.instances[id]
+	if ok {
+		in.Vanished = status
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("fakevast vanish %d: no such instance", id)
+	}
+	if s.cfg.Backend != nil {
+		return s.cfg.Backend.Kill(ctx, id)
+	}
+	return nil
+}
+
+// RevokeKey makes vast refuse the account's key from now on (404
+// auth_error), as when its owner revokes it.
+func (s *Server) RevokeKey() {
+	s.mu.Lock()
+	s.revoked = true
+	s.mu.Unlock()
 }
 
 // Live returns the instances not destroyed, by ID.

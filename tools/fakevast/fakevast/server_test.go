@@ -101,8 +101,8 @@ func TestLifecycle(t *testing.T) {
 	if l.Env["A"] != "1" || len(l.Env) != 1 || l.Entrypoint != "/bin/sh" || strings.Join(l.Args, " ") != "-c echo hi" || len(l.Ports) != 2 {
 		t.Errorf("launch = %+v", l)
 	}
-	if st, m = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img"}`); st != 400 || m["error"] != "no_such_ask" {
-		t.Errorf("second create on a rented offer: %d %v", st, m)
+	if st, m = a.call("PUT", "/api/v0/asks/5002/", `{"image":"img"}`); st != 404 || m["error"] != "no_such_ask" {
+		t.Errorf("second create on a rented offer: %d %v, want 404 no_such_ask (the reference's offer not found)", st, m)
 	}
 	_, m = a.call("GET", "/api/v0/instances/", "")
 	if len(m["instances"].([]any)) != 1 {
@@ -122,7 +122,8 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-// TestAuthAndRateLimit: a wrong key is 401; two calls to one endpoint closer
+// TestAuthAndRateLimit: a wrong key is 404 auth_error (as vast answers
+// it); two calls to one endpoint closer
 // than MinInterval give 429 (plain text, as vast), other endpoints are not
 // affected, and after the interval it answers again.
 func TestAuthAndRateLimit(t *testing.T) {
@@ -130,8 +131,8 @@ func TestAuthAndRateLimit(t *testing.T) {
 	s := New(Config{Key: "k", MinInterval: time.Second, Now: clk.Now})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
-	if st, _ := (api{t, srv.URL, "wrong"}).call("GET", "/api/v0/instances/", ""); st != 401 {
-		t.Errorf("wrong key: %d, want 401", st)
+	if st, m := (api{t, srv.URL, "wrong"}).call("GET", "/api/v0/instances/", ""); st != 404 || m["error"] != "auth_error" {
+		t.Errorf("wrong key: %d %v, want 404 auth_error", st, m)
 	}
 	a := api{t, srv.URL, "k"}
 	clk.Add(time.Minute)
