@@ -184,7 +184,7 @@ func (l *rayLoop) RayHead(id string) (soon bool) {
 	case l.kick <- struct{}{}: // cuts a restart backoff short
 	default:
 	}
-	l.sup.Cycle()
+	l.sup.Cycle(0) // nothing to drain: its GCS is gone
 	return soon
 }
 

@@ -58,10 +58,15 @@ func (s *Supervisor) run(pid int) {
 			s.markStopping(0)
 			s.log.Info("supervisor stopping child group", "pgid", g.pgid)
 			g.terminate(syscall.SIGTERM, s.grace)
-		case <-s.cycles:
-			if !g.finished {
-				s.log.Info("supervisor cycling child group", "pgid", g.pgid, "grace", s.straggler.String())
-				g.terminate(syscall.SIGTERM, s.straggler)
+		case grace := <-s.cycles:
+			switch {
+			case g.finished:
+			case grace <= 0:
+				s.log.Info("supervisor cycling child group: killing it", "pgid", g.pgid)
+				g.kill()
+			default:
+				s.log.Info("supervisor cycling child group", "pgid", g.pgid, "grace", grace.String())
+				g.terminate(syscall.SIGTERM, grace)
 			}
 		case req := <-s.restarts:
 			next, err := g.restart(req.cmd)
@@ -144,7 +149,9 @@ func (g *group) kill() {
 	if g.finished {
 		return
 	}
-	g.s.log.Warn("supervisor grace period over; killing child group", "pgid", g.pgid, "grace", g.graceLen.String())
+	if g.graceLen > 0 {
+		g.s.log.Warn("supervisor grace period over; killing child group", "pgid", g.pgid, "grace", g.graceLen.String())
+	}
 	if err := signalGroup(g.pgid, syscall.SIGKILL); err != nil {
 		g.s.log.Warn("supervisor kill group", "pgid", g.pgid, "err", err)
 	}

@@ -223,7 +223,7 @@ func cyclerMain() int {
 	}
 	time.Sleep(300 * time.Millisecond) // the child installs its handlers
 	start := time.Now()
-	sup.Cycle()
+	sup.Cycle(straggler)
 	select {
 	case <-sup.Done():
 	case <-time.After(helperDeadline):

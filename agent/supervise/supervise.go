@@ -53,8 +53,8 @@ type Config struct {
 	// DefaultGrace.
 	Grace time.Duration
 	// StragglerGrace replaces Grace where nobody asked for a stop: for what
-	// the main child left in its group when it exited on its own, and for
-	// Cycle. Zero means DefaultStragglerGrace.
+	// the main child left in its group when it exited on its own. Zero
+	// means DefaultStragglerGrace.
 	StragglerGrace time.Duration
 }
 
@@ -68,9 +68,9 @@ type Supervisor struct {
 	signalled chan os.Signal // copies of the forwarded signals, for the agent
 	stopReq   chan struct{}  // closed by Stop
 	stopOnce  sync.Once
-	restarts  chan startRequest // to the run goroutine, which forks on its locked thread
-	cycles    chan struct{}     // Cycle's requests to the run goroutine
-	stopping  chan struct{}     // closed at Stop or the first forwarded signal
+	restarts  chan startRequest  // to the run goroutine, which forks on its locked thread
+	cycles    chan time.Duration // Cycle's requests (their grace) to the run goroutine
+	stopping  chan struct{}      // closed at Stop or the first forwarded signal
 
 	mu       sync.Mutex
 	started  bool
@@ -113,7 +113,7 @@ func New(cfg Config) *Supervisor {
 		log:       log,
 		grace:     grace,
 		straggler: straggler,
-		cycles:    make(chan struct{}, 1),
+		cycles:    make(chan time.Duration, 1),
 		// SIGCHLDs coalesce anyway (one pending is enough, the reaper loops);
 		// the room is for forwarded signals arriving while we reap.
 		sigs:      make(chan os.Signal, 16),
@@ -192,12 +192,13 @@ func (s *Supervisor) Stop() {
 }
 
 // Cycle ends the current main child's group so that it can be restarted:
-// SIGTERM now, SIGKILL after StragglerGrace. Unlike Stop it is no stop:
-// Stopping stays open and Restart works once Done closes. It returns at
-// once; a child already gone is left alone.
-func (s *Supervisor) Cycle() {
+// SIGTERM now and SIGKILL after grace, or SIGKILL at once when grace is
+// zero or less. Unlike Stop it is no stop: Stopping stays open and Restart
+// works once Done closes. It returns at once; a child already gone is left
+// alone.
+func (s *Supervisor) Cycle(grace time.Duration) {
 	select {
-	case s.cycles <- struct{}{}:
+	case s.cycles <- grace:
 	default: // one is pending already
 	}
 }

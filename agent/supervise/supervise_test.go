@@ -188,20 +188,24 @@ func TestStragglersGetShortGrace(t *testing.T) {
 }
 
 // TestCycleEndsChildForRestart proves Cycle ends a child that ignores
-// SIGTERM within the straggler grace (not the long grace) and is no stop:
-// Restart works after it.
+// SIGTERM within the grace it is given (not the long grace a stop gets),
+// at once with no grace, and is no stop: Restart works after it.
 func TestCycleEndsChildForRestart(t *testing.T) {
-	r := startHelper(t, "cycler", nil, envChild+"=ignore-term", envGrace+"=1m", envStragGr+"="+shortGrace.String())
-	line := r.expect("supervisor cycled exit=")
-	if code := field(t, line, "exit"); code != 128+int(syscall.SIGKILL) {
-		t.Errorf("cycled child's exit %d, want SIGKILL's %d (it ignores SIGTERM)", code, 128+int(syscall.SIGKILL))
-	}
-	if ms := field(t, line, "ms"); ms > 5000 {
-		t.Errorf("cycle took %d ms, want about the %v straggler grace", ms, shortGrace)
-	}
-	r.expect("supervisor exit 5")
-	if got := r.wait(); got != 5 {
-		t.Errorf("exit: got %d, want the restarted child's 5", got)
+	for _, grace := range []time.Duration{shortGrace, 0} {
+		t.Run(grace.String(), func(t *testing.T) {
+			r := startHelper(t, "cycler", nil, envChild+"=ignore-term", envGrace+"=1m", envStragGr+"="+grace.String())
+			line := r.expect("supervisor cycled exit=")
+			if code := field(t, line, "exit"); code != 128+int(syscall.SIGKILL) {
+				t.Errorf("cycled child's exit %d, want SIGKILL's %d (it ignores SIGTERM)", code, 128+int(syscall.SIGKILL))
+			}
+			if ms := field(t, line, "ms"); ms > 5000 {
+				t.Errorf("cycle took %d ms, want about the %v grace", ms, grace)
+			}
+			r.expect("supervisor exit 5")
+			if got := r.wait(); got != 5 {
+				t.Errorf("exit: got %d, want the restarted child's 5", got)
+			}
+		})
 	}
 }
 
