@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,16 +42,24 @@ func TestRayLifeOldest(t *testing.T) { rayLife(t, rvtest.RayOldest) }
 // nodes again within 30 s (the head restarts the Ray head at once and tells
 // the nodes in heartbeat answers; each restarts its Ray at once).
 func rayLife(t *testing.T, version string) {
-	c := startRayCluster(t, version, 2)
+	// No rentals until the watcher is connected: min_workers 0, then two
+	// candidates through the admin API.
+	c := startRayClusterMinMax(t, version, 0, 2)
 	waitFor(t, 4*time.Minute, "the Ray head running", func() (bool, string) {
 		st, ok, _ := rayhead.ReadStatus(c.state)
 		return ok && st.State == rayhead.Running, st.State
 	})
 	watch := c.probe(t, "watch", 2, 8*time.Minute)
-	if _, ok := watch.next(time.Minute, "connected"); !ok {
+	if _, ok := watch.next(2*time.Minute, "connected"); !ok {
 		t.Fatalf("the watching driver did not connect:\n%s", watch.output())
 	}
 	watchFrom := time.Now()
+	for range 2 {
+		var created wire.CandidateCreated
+		if err := c.admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: safeType}, &created, http.StatusCreated); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// The head's view, every 0.1 s: when each node was first starting and
 	// first running.
