@@ -75,12 +75,10 @@ func newRayLoop(sup *supervise.Supervisor, policy supervise.RestartPolicy, comma
 
 // startFirst starts Ray the first time.
 func (l *rayLoop) startFirst() error {
-	var err error
-	l.launch(func(cmd *exec.Cmd) (int, error) {
-		err = l.sup.Start(cmd)
+	return l.launch(func(cmd *exec.Cmd) (int, error) {
+		err := l.sup.Start(cmd)
 		return l.sup.PID(), err
 	})
-	return err
 }
 
 // launch builds Ray's command for a new start and runs it through start,
