@@ -28,6 +28,10 @@ func restartPolicy(k envconfig.Restart) supervise.RestartPolicy {
 	return p
 }
 
+// holdForHead bounds how long a Ray ended because its Ray head is gone
+// waits for the head to name a new one before it starts anyway.
+const holdForHead = 2 * time.Minute
+
 // DefaultJoinTimeout bounds how long Ray may take from its start to
 // joining the cluster before the agent reports that it did not join (with
 // Ray's last words). Ray's own start gives up after about a minute (its
@@ -59,9 +63,10 @@ type rayLoop struct {
 	joinedGen int       // the latest start that said it joined
 	startedAt time.Time // of the current start
 	joinTimer *time.Timer
-	headID    string // the Ray head Ray joined ("" unknown)
-	headDown  bool   // the head stopped naming headID; the next one named is Ray's
-	cycling   string // why the agent itself is ending Ray to restart it ("" not)
+	headID    string        // the Ray head Ray joined ("" unknown)
+	headDown  bool          // the head stopped naming headID; the next one named is Ray's
+	headBack  chan struct{} // a Ray head is named again after headDown
+	cycling   string        // why the agent itself is ending Ray to restart it ("" not)
 	kick      chan struct{}
 	final     chan struct{} // closed when the loop has decided to end
 }
@@ -69,7 +74,7 @@ type rayLoop struct {
 func newRayLoop(sup *supervise.Supervisor, policy supervise.RestartPolicy, command func(joined func()) (*exec.Cmd, func(), error),
 	report func(event, detail string), lastWords func() string, log *slog.Logger) *rayLoop {
 	return &rayLoop{sup: sup, command: command, restarts: supervise.NewRestarts(policy), report: report, lastWords: lastWords,
-		joinTimeout: DefaultJoinTimeout, log: log, now: time.Now, final: make(chan struct{}), kick: make(chan struct{}, 1),
+		joinTimeout: DefaultJoinTimeout, log: log, now: time.Now, final: make(chan struct{}), kick: make(chan struct{}, 1), headBack: make(chan struct{}, 1),
 		status: wire.RayStatus{State: wire.RayStarting}}
 }
 
@@ -163,6 +168,12 @@ func (l *rayLoop) RayHead(id string) (soon bool) {
 		why = "the Ray head is gone (" + prev + ")"
 	case id == "":
 	case prev == "":
+		if l.headDown {
+			select {
+			case l.headBack <- struct{}{}:
+			default:
+			}
+		}
 		l.headID, l.headDown = id, false
 	case prev != id:
 		l.headID = id
@@ -266,6 +277,23 @@ const (
 // Ray head restarted): no backoff, and not counted toward a crash loop, since
 // Ray did not fail. A failed start falls back to the backoff.
 func (l *rayLoop) restartNow(why string) restartOutcome {
+	l.mu.Lock()
+	hold := l.headDown
+	l.mu.Unlock()
+	if hold {
+		// Ray's start would wait for the new Ray head anyway (Ray 2.60's
+		// `ray start` waits for the head's raylet); starting it now only
+		// takes CPU from the Ray head where they share a machine.
+		t := time.NewTimer(holdForHead)
+		select {
+		case <-l.headBack:
+		case <-t.C:
+		case <-l.sup.Stopping():
+			t.Stop()
+			return stoppedIdle
+		}
+		t.Stop()
+	}
 	l.restarts.Forced()
 	err := l.start(why)
 	switch {

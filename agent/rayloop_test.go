@@ -112,10 +112,11 @@ func TestRayNotJoinedReported(t *testing.T) {
 
 // TestRayHeadChangeRestartsRay proves the first Ray head the head names
 // is taken as the one Ray joined and naming it again changes nothing; when
-// the head stops naming it (it died) Ray is restarted at once and
-// heartbeats come soon until a Ray head is named again, which Ray is then
-// taken to join (no second restart); a new ID named outright restarts Ray
-// too. A restart is a cycle of Ray with a kick that cuts a backoff short.
+// the head stops naming it (it died) Ray is ended at once and heartbeats
+// come soon until a Ray head is named again, which releases Ray's held
+// start and is taken as the one it joins (no second restart); a new ID
+// named outright restarts Ray too. A restart is a cycle of Ray with a kick
+// that cuts a backoff short.
 func TestRayHeadChangeRestartsRay(t *testing.T) {
 	lt := newLoopUnderTest(t)
 	lt.launchPID(t, 41)
@@ -138,9 +139,14 @@ func TestRayHeadChangeRestartsRay(t *testing.T) {
 	step("aaaa", false, "")
 	step("", true, "the Ray head is gone (aaaa)")
 	step("", true, "the Ray head is gone (aaaa)") // still restarting: no second cycle
-	lt.launchPID(t, 42)                           // Ray restarted, waiting for the new GCS
-	step("", true, "")
-	step("bbbb", false, "") // the new one: Ray's, no restart
+	if len(lt.headBack) != 0 {
+		t.Fatal("a Ray head named back before any was")
+	}
+	step("bbbb", false, "the Ray head is gone (aaaa)") // the new one: Ray's, no second restart
+	if len(lt.headBack) != 1 {
+		t.Fatal("the new Ray head did not release the held restart")
+	}
+	lt.launchPID(t, 42) // the held restart, toward bbbb
 	step("bbbb", false, "")
 	step("cccc", false, "the Ray head restarted (now cccc)")
 }

@@ -29,8 +29,9 @@
 //	   agent's close-first answer.
 //	   Later, additive (issue 22): the heartbeat reply gains ray_head
 //	   {"id"} while the head's Ray head runs; a node whose Ray joined a
-//	   Ray head no longer named (or another one) restarts its Ray at once
-//	   and heartbeats every second until one is named; ray.state "running" now
+//	   Ray head no longer named ends its Ray at once, heartbeats every
+//	   second until one is named and then starts Ray (another ID named
+//	   outright restarts it at once); ray.state "running" now
 //	   means the node joined Ray's cluster ("starting" until then, after
 //	   every restart too); report event ray_not_joined (Ray's last words
 //	   when it did not join within the agent's bound).
