@@ -285,6 +285,7 @@ func (r *Run) Wait(ctx context.Context) {
 			return
 		case err := <-r.done:
 			exit := exitText(err)
+			r.endGroup()
 			cameUp := s.Status().State == Running
 			delay := backoff
 			switch {
@@ -321,6 +322,25 @@ func (r *Run) Wait(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// endGroup ends what an exited Ray head left in its process group and
+// waits (at most StopGrace) until the group is empty: a dashboard of the
+// last one still holding 127.0.0.1:8265 makes the next one wait 60 s for
+// its own and come up without it.
+func (r *Run) endGroup() {
+	pid := r.cmd.Process.Pid
+	if err := syscall.Kill(-pid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
+		return
+	}
+	deadline := time.Now().Add(r.s.cfg.StopGrace)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.s.cfg.Log.Warn("ray head: processes of the last run still there", "pgid", pid)
 }
 
 func (r *Run) stop() {

@@ -2,6 +2,7 @@ package rayhead
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,20 @@ func TestMain(m *testing.M) {
 	case "up-exit":
 		os.Stdout.WriteString("Ray runtime started.\n")
 		time.Sleep(50 * time.Millisecond)
+		os.Exit(1)
+	case "leave":
+		// A Ray head that dies and leaves a process of its group behind
+		// (Ray's dashboard), whose pid goes to RAYHEAD_PIDS.
+		gc := exec.Command(os.Args[0])
+		gc.Env = append(os.Environ(), "RAYHEAD_CHILD=silent")
+		if err := gc.Start(); err != nil {
+			os.Exit(2)
+		}
+		f, _ := os.OpenFile(os.Getenv("RAYHEAD_PIDS"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		fmt.Fprintln(f, gc.Process.Pid)
+		f.Close()
+		os.Stdout.WriteString("Ray runtime started.\n")
+		time.Sleep(100 * time.Millisecond)
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
@@ -256,5 +271,40 @@ func TestTempDirShortAndOwn(t *testing.T) {
 	sock := filepath.Join(a, "session_2026-12-02_00-25-21_123456_1234567", "sockets", "plasma_store")
 	if len(sock) >= 107 {
 		t.Errorf("socket path %q is %d bytes, want < 107", sock, len(sock))
+	}
+}
+
+// TestRestartEndsLeftovers proves a Ray head's leftovers in its process
+// group (its dashboard, holding 127.0.0.1:8265) are gone before the next
+// Ray head starts: with them there, the next one's dashboard cannot bind
+// and `ray start --head` waits 60 s for it.
+func TestRestartEndsLeftovers(t *testing.T) {
+	pids := filepath.Join(t.TempDir(), "pids")
+	var s *Supervisor
+	s, _ = newSup(t, "leave", func(c *Config) {
+		c.Env = append(c.Env, "RAYHEAD_PIDS="+pids)
+	})
+	r, err := s.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Wait(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if !rvtest.Until(20*time.Second, func() bool { return s.Status().Restarts >= 2 }) {
+		t.Fatalf("restarts = %d, want 2", s.Status().Restarts)
+	}
+	b, _ := os.ReadFile(pids)
+	lines := strings.Fields(string(b))
+	if len(lines) < 2 {
+		t.Fatalf("leftover pids %q, want one per run", lines)
+	}
+	first, _ := strconv.Atoi(lines[0])
+	// By the second run's start, the first run's leftover must be gone.
+	if err := exec.Command("kill", "-0", itoa(first)).Run(); err == nil {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", first)); !strings.Contains(string(st), ") Z ") {
+			t.Errorf("the first Ray head's leftover %d still runs after the restart", first)
+		}
 	}
 }
