@@ -111,6 +111,9 @@ type serveHooks struct {
 	provider func(ctx context.Context) error
 	// listening runs once ports A and B and the admin socket listen.
 	listening func(portA, portB, adminSock string)
+	// rayHead is the running Ray head's ID for heartbeat answers (nil: the
+	// head runs no Ray head).
+	rayHead func() (id string, ok bool)
 }
 
 // serve runs the head in its phases: read the inputs, open the state, the
@@ -155,7 +158,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	if prov != nil && cfg.Autoscaler != nil {
 		pauses = &reconcile.Pauses{}
 	}
-	p := newParts(cfg, in, reg, block, driver, ls, pauses, log)
+	p := newParts(cfg, in, reg, block, driver, ls, pauses, hooks.rayHead, log)
 	if prov != nil {
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin.Handler(), End: driver.End, Rentals: prov,
 			Blocklist: block, Status: driver.ProviderStatus,

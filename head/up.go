@@ -153,6 +153,7 @@ type upRun struct {
 	stderr io.Writer
 
 	rayDone chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+	rayRun  atomic.Pointer[rayhead.Run]
 	// autoscalerYAML is STATE/autoscaler.yaml once written for the Ray
 	// head's autoscaler ("" when the autoscaler is off).
 	autoscalerYAML string
@@ -244,10 +245,18 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			if err != nil {
 				return err
 			}
+			r.rayRun.Store(run)
 			r.rayDone = make(chan struct{})
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
-			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			r.p.step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			go r.announceRayHead(rayCtx, run)
 			return nil
+		},
+		rayHead: func() (string, bool) {
+			if run := r.rayRun.Load(); run != nil {
+				return run.Current()
+			}
+			return "", false
 		},
 		listening: func(a, b, sock string) {
 			r.listened.Store(true)
@@ -261,6 +270,24 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			}
 			go r.p.watch(ctx, sock, r.st.Dir)
 		},
+	}
+}
+
+// announceRayHead prints a step once the Ray head first runs (its GCS
+// answers); later states show in the live summary.
+func (r *upRun) announceRayHead(ctx context.Context, run *rayhead.Run) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, ok := run.Current(); ok {
+			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 
@@ -314,14 +341,15 @@ func startRayHead(st *statedir.State, python, address string, as *autoscaling, l
 	if err != nil {
 		return nil, err
 	}
-	argv := rayhead.Command(python, address)
+	tmp := rayhead.TempDir(st.Dir)
+	argv := rayhead.Command(python, address, tmp)
 	env := rayhead.Env(os.Environ(), files.rayhead(), python)
 	if as != nil {
 		argv = rayhead.WithAutoscaler(argv, as.config)
 		env = rayhead.AutoscalerEnv(env, as.pluginDir)
 	}
 	sup, err := rayhead.New(rayhead.Config{Command: argv, Env: env,
-		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
+		Address: address, TempDir: tmp, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {
 		return nil, err

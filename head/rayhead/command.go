@@ -19,11 +19,16 @@ const InstanceID = "head"
 const NodeTypeName = "head"
 
 // Command is the Ray head's argv (SPEC §8 head up): python -m
-// ray.scripts.scripts, the way the agent starts the nodes' Ray.
-func Command(python, address string) []string {
+// ray.scripts.scripts, the way the agent starts the nodes' Ray, with a
+// temp dir of its own (TempDir) when tempDir is set.
+func Command(python, address, tempDir string) []string {
 	host, port, _ := net.SplitHostPort(address)
-	return []string{python, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+	argv := []string{python, "-m", "ray.scripts.scripts", "start", "--head", "--block",
 		"--node-ip-address=" + host, "--port=" + port, "--disable-usage-stats"}
+	if tempDir != "" {
+		argv = append(argv, "--temp-dir="+tempDir)
+	}
+	return argv
 }
 
 // Env is base with the Ray head's TLS, token and instance variables set

@@ -46,7 +46,7 @@ func samples() map[string]any {
 		"error_refused":     ErrorBody{Error: ErrRefused},
 		"error_rejected":    ErrorBody{Error: ErrRejected, Reason: ReasonPortCheck},
 		"heartbeat":         Heartbeat{Version: 2, InstanceID: "12345", Seq: 7, Ray: RayStatus{State: RayExited, PID: 42, ExitCode: &code}, HealthToken: "h.t.s"},
-		"heartbeat_reply":   HeartbeatReply{IntervalS: 30, Action: ActionNone},
+		"heartbeat_reply":   HeartbeatReply{IntervalS: 30, Action: ActionNone, RayHead: &RayHeadRun{ID: "5d2f0a9c41b7e803"}},
 		"report":            Report{Version: 2, InstanceID: "12345", Event: EventRayExited, Detail: "exit 0"},
 		"candidate_request": CandidateRequest{NodeType: "gpu1", InstanceID: "12345", PublicIP: "203.0.113.7"},
 		"candidate_created": CandidateCreated{CandidateID: "c1", JoinToken: tok, Env: map[string]string{EnvJoinToken: tok}},

@@ -112,8 +112,12 @@ func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers in
 	if err := os.WriteFile(c.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Ports A and B of their own, not 8443/8444: another head on this
+	// machine with its firewall on drops every connection to its ports
+	// whatever the destination address (head/firewall matches dport only).
 	args := append([]string{"up", "--config", c.cfgPath, "--python", python, "--agent", suite.agent,
-		"--bootloader", filepath.Join(suite.repo, "bootloader.sh")}, upArgs...)
+		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
+		"--listen-a", c.headIP + ":" + gcsPort(t), "--listen-b", c.headIP + ":" + gcsPort(t)}, upArgs...)
 	c.cmd = exec.Command(suite.head, args...)
 	c.cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
