@@ -167,7 +167,7 @@ func autoscale(t *testing.T) {
 		candIPs = append(candIPs, l.PublicIP)
 	}
 	sort.Strings(candIPs)
-	taskIPs := keys(ips)
+	taskIPs := sortedKeys(ips)
 	if len(live) != 2 || fmt.Sprint(candIPs) != fmt.Sprint(taskIPs) {
 		t.Errorf("tasks ran on %v; live candidates' public IPs %v: want the same two", taskIPs, candIPs)
 	}
@@ -276,12 +276,3 @@ func monitorLog(c *rayCluster) string {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -72,7 +71,7 @@ func rayLife(t *testing.T, version string) {
 				m[n.PublicIP] = now
 			}
 		}
-		return len(running) == 2, fmt.Sprintf("starting %v, running %v", keys(starting), keys(running))
+		return len(running) == 2, fmt.Sprintf("starting %v, running %v", sortedKeys(starting), sortedKeys(running))
 	})
 	time.Sleep(joinSlack + 200*time.Millisecond) // the watcher's samples up to then
 	alive := watch.firstAlive()
@@ -159,15 +158,6 @@ func rayLife(t *testing.T, version string) {
 			}
 		}
 	})
-}
-
-func keys(m map[string]time.Time) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func since(from, t time.Time, ok bool) string {
