@@ -18,7 +18,7 @@ const envUsage = `usage: head env --state DIR [--address IP:PORT] [--python P]
 
 What a Ray driver or "ray job submit" on the head's machine needs to use the
 cluster that "head up" runs: RAY_ADDRESS (the Ray head), RAY_API_SERVER_ADDRESS
-(its job API, http://%s), the Ray head's TLS files, RAY_AUTH_MODE=token with
+(its job API, by default http://%s), the Ray head's TLS files, RAY_AUTH_MODE=token with
 RAY_AUTH_TOKEN_PATH (the token file; its value is never put in the env), and
 the Ray head's Python first on PATH. "head env" prints it as shell export
 lines; "head run" runs COMMAND with it (exec: COMMAND's exit code is head
@@ -113,7 +113,11 @@ func clusterEnv(state, address, python string) ([]string, error) {
 		return p
 	}
 	f = rayhead.Files{CA: abs(f.CA), Cert: abs(f.Cert), Key: abs(f.Key), Token: abs(f.Token)}
-	return rayhead.ClientEnv(os.Environ(), f, address, rayhead.Dashboard, python), nil
+	dashboard := rayhead.Dashboard
+	if ok && st.Dashboard != "" {
+		dashboard = st.Dashboard
+	}
+	return rayhead.ClientEnv(os.Environ(), f, address, dashboard, python), nil
 }
 
 func envValue(env []string, key string) string {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -342,14 +343,16 @@ func startRayHead(st *statedir.State, python, address string, as *autoscaling, l
 		return nil, err
 	}
 	tmp := rayhead.TempDir(st.Dir)
-	argv := rayhead.Command(python, address, tmp)
+	dash := rayhead.DashboardPort()
+	argv := rayhead.WithDashboardPort(rayhead.Command(python, address, tmp), dash)
 	env := rayhead.Env(os.Environ(), files.rayhead(), python)
 	if as != nil {
 		argv = rayhead.WithAutoscaler(argv, as.config)
 		env = rayhead.AutoscalerEnv(env, as.pluginDir)
 	}
 	sup, err := rayhead.New(rayhead.Config{Command: argv, Env: env,
-		Address: address, TempDir: tmp, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
+		Address: address, Dashboard: net.JoinHostPort("127.0.0.1", strconv.Itoa(dash)), TempDir: tmp,
+		LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {
 		return nil, err

@@ -129,7 +129,9 @@ func TestUp(t *testing.T) {
 	r.waitFor(t, "the Ray head", func() bool { _, ok := readFakeray(t, record); return ok })
 	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
 	rec, _ := readFakeray(t, record)
-	if got := strings.Join(rec.Argv, " "); got != "start --head --block --node-ip-address=127.0.0.1 --port="+addr[len("127.0.0.1:"):]+" --disable-usage-stats --temp-dir="+rayhead.TempDir(state) {
+	rs, _, _ := rayhead.ReadStatus(state)
+	_, dash, _ := net.SplitHostPort(rs.Dashboard)
+	if got := strings.Join(rec.Argv, " "); dash == "" || got != "start --head --block --node-ip-address=127.0.0.1 --port="+addr[len("127.0.0.1:"):]+" --disable-usage-stats --temp-dir="+rayhead.TempDir(state)+" --dashboard-port="+dash {
 		t.Errorf("Ray head argv %q", got)
 	}
 	tok, _ := os.ReadFile(rec.Env["RAY_AUTH_TOKEN_PATH"])

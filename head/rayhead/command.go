@@ -3,6 +3,7 @@ package rayhead
 import (
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -55,9 +56,29 @@ func ClientEnv(base []string, f Files, address, dashboard, python string) []stri
 		"PATH="+pathWith(base, python)))
 }
 
-// Dashboard is where `head up`'s Ray head serves its dashboard and job API:
-// Ray's default, on loopback only.
+// Dashboard is where a Ray head serves its dashboard and job API by
+// default: Ray's default port, on loopback only.
 const Dashboard = "127.0.0.1:8265"
+
+// WithDashboardPort is argv with the dashboard on port (on loopback, Ray's
+// default host): `head up` names it, so that `head run` reaches this
+// cluster's job API and not another Ray head's on the same machine.
+func WithDashboardPort(argv []string, port int) []string {
+	return append(append([]string(nil), argv...), "--dashboard-port="+strconv.Itoa(port))
+}
+
+// DashboardPort is the port for a Ray head's dashboard: Ray's default when
+// it is free on loopback, else the first free one after it (another Ray
+// head on this machine, a demo beside a cluster, holds 8265).
+func DashboardPort() int {
+	for p := 8265; p < 8365; p++ {
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			l.Close()
+			return p
+		}
+	}
+	return 8265 // Ray then says which port is taken
+}
 
 // tlsVars are the TLS and token settings every Ray process of the cluster
 // gets. RAY_AUTH_TOKEN stays unset: the token reaches Ray as a file.

@@ -53,9 +53,11 @@ type Status struct {
 	Restarts int       `json:"restarts"`
 	LastExit string    `json:"last_exit,omitempty"`
 	Log      string    `json:"log"`
-	// Python is the Ray head's Python (its Ray is the cluster's), for
-	// `head run` and `head env`.
-	Python string `json:"python,omitempty"`
+	// Python is the Ray head's Python (its Ray is the cluster's), and
+	// Dashboard its dashboard and job API (ip:port), for `head run` and
+	// `head env`.
+	Python    string `json:"python,omitempty"`
+	Dashboard string `json:"dashboard,omitempty"`
 }
 
 // Config is one supervised Ray head.
@@ -63,6 +65,9 @@ type Config struct {
 	Command []string // argv; Command[0] is looked up in PATH
 	Env     []string // the whole environment of the process
 	Address string   // ip:port, for the status only
+	// Dashboard is where the Ray head serves its dashboard and job API
+	// (ip:port), for the status only.
+	Dashboard string
 	// TempDir is the Ray head's own --temp-dir (see TempDir): its stale
 	// ray_current_cluster file is removed before each start.
 	TempDir string
@@ -113,7 +118,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath, Python: cfg.Command[0]}}, nil
+	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath, Python: cfg.Command[0], Dashboard: cfg.Dashboard}}, nil
 }
 
 // Status returns the current state.
