@@ -92,7 +92,7 @@ func TestDemoWithoutShim(t *testing.T) {
 	out, errOut := &rvtest.Buffer{}, &rvtest.Buffer{}
 	code := demo.Run(context.Background(), []string{"--cluster", cluster, "--head", suite.head, "--agent", suite.agent,
 		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"), "--ray-wheels", rayenv.SharedWheels(suite.repo),
-		"--heartbeat-interval", "2", "--timeout", "90s", "--no-wait", "--serve-arg=--shim", "--serve-arg=none"}, out, errOut)
+		"--heartbeat-interval", "2", "--timeout", "60s", "--no-wait", "--serve-arg=--shim", "--serve-arg=none"}, out, errOut)
 	text := out.String()
 	t.Logf("demo output:\n%s\nstderr:\n%s", text, errOut.String())
 	if code != 1 || !strings.Contains(text, "Not as designed") {
