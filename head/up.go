@@ -59,7 +59,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.listenA, "listen-a", "", "port A address (default: HEAD_IP:8443)")
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (default: HEAD_IP:8444)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the head's log (STATE/head.log; warnings also on stderr)")
-	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B: on, off, or auto (on with the vast provider)")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B and of every port the Ray head listens on: on, off, or auto (on with the vast provider)")
 	fs.BoolVar(&u.quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), upUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -230,8 +230,12 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			r.rayDone = make(chan struct{})
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
 			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			if !firewallOn(r.f) {
+				go sayPublicRayPorts(rayCtx, r.st.Dir, r.p, 5*time.Second, time.Minute)
+			}
 			return nil
 		},
+		rayPorts: r.rayPorts(),
 		listening: func(a, b, sock string) {
 			r.listened.Store(true)
 			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
@@ -243,6 +247,15 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			go r.p.watch(ctx, sock, r.st.Dir)
 		},
 	}
+}
+
+// rayPorts is the firewall's source of the Ray head's ports (nil with
+// --no-ray-head: no Ray head here).
+func (r *upRun) rayPorts() func() ([]int, error) {
+	if r.u.noRayHead {
+		return nil
+	}
+	return rayHeadPorts(r.st.Dir)
 }
 
 // downOnExit is head down for --down-on-exit.

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rayvast/rayvast/head/listenports"
+	"github.com/rayvast/rayvast/head/rayhead"
+)
+
+// firewallOn is whether serve guards its ports: --firewall on, or auto
+// with the vast provider (rentals there reach the head from the internet).
+func firewallOn(f serveFlags) bool {
+	return f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast")
+}
+
+// rayHeadListeners lists what the Ray head of the state dir listens on:
+// the supervised process and its descendants (gcs_server, raylet, the
+// dashboard and its agent, workers), read from /proc.
+func rayHeadListeners(stateDir string) ([]listenports.Listener, error) {
+	st, ok, err := rayhead.ReadStatus(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || st.PID <= 0 {
+		return nil, errors.New("ray head not running")
+	}
+	return listenports.Of("/", st.PID)
+}
+
+// rayHeadPorts is the firewall's source of the Ray head's ports: those it
+// listens on at an address other than loopback.
+func rayHeadPorts(stateDir string) func() ([]int, error) {
+	return func() ([]int, error) {
+		ls, err := rayHeadListeners(stateDir)
+		if err != nil {
+			return nil, err
+		}
+		return listenports.ExposedPorts(ls), nil
+	}
+}
+
+// sayPublicRayPorts, with the firewall off, tells the user which of the
+// Ray head's ports anyone who reaches this machine reaches: once the set
+// has not changed for settle (or after limit), from the processes.
+func sayPublicRayPorts(ctx context.Context, stateDir string, p *progress, settle, limit time.Duration) {
+	var last []listenports.Listener
+	same := time.Now()
+	deadline := time.Now().Add(limit)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settle / 5):
+		}
+		ls, err := rayHeadListeners(stateDir)
+		if err != nil {
+			continue
+		}
+		var exposed []listenports.Listener
+		for _, l := range ls {
+			if l.Exposed() {
+				exposed = append(exposed, l)
+			}
+		}
+		if !slices.EqualFunc(exposed, last, func(a, b listenports.Listener) bool { return a.Addr == b.Addr }) {
+			last, same = exposed, time.Now()
+		}
+		if len(last) > 0 && (time.Since(same) >= settle || time.Now().After(deadline)) {
+			p.step("%s", publicRayPortsText(last))
+			return
+		}
+	}
+}
+
+// publicRayPortsText names the exposed listeners for the user.
+func publicRayPortsText(ls []listenports.Listener) string {
+	addrs := make([]string, len(ls))
+	for i, l := range ls {
+		addrs[i] = l.Addr.String()
+	}
+	return fmt.Sprintf("Ray head: firewall off: %d ports are public to anyone who reaches this machine: %s "+
+		"(Ray's workers add more while they run; --firewall on opens them to nodes only)", len(ls), strings.Join(addrs, " "))
+}
