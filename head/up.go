@@ -52,7 +52,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&u.noRayHead, "no-ray-head", false, "do not start a Ray head: one runs elsewhere at ray.head_address")
 	fs.BoolVar(&u.downOnExit, "down-on-exit", false, "on Ctrl-C/SIGTERM also end every rental (head down)")
 	fs.StringVar(&u.ip, "ip", "", "the head's IP as rentals reach it, for a new state dir (default: ray.head_address's host)")
-	fs.StringVar(&u.python, "python", "", "python of the Ray head (default: $PYTHON, else python3)")
+	fs.StringVar(&u.python, "python", "", "python of the Ray head, with the cluster's Ray (default: $PYTHON, else python3; head ray-env makes a venv with real Ray and prints its python)")
 	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap (default: the one built into head)")
 	fs.StringVar(&f.shim, "shim", "", "Python file put first on Ray's PYTHONPATH (default: the built-in sitecustomize.py; none: no shim)")
 	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh of built-in rentals (default: the one built into head)")

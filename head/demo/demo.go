@@ -76,7 +76,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.noWait, "no-wait", false, "clean up right after the summary instead of waiting for Ctrl-C")
 	fs.Var(&serveArgs, "serve-arg", "extra argument for the head up command the demo runs (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: head demo [flags]\n\nRuns a rayvast cluster on the local Docker Engine (as root): three candidates,\none of them unsafe on purpose, live progress, a summary; Ctrl-C removes it all.")
+		fmt.Fprintln(stderr, "usage: head demo [flags]\n\nRuns a rayvast cluster on the local Docker Engine (as root), with real Ray by\ndefault: three candidates, one of them unsafe on purpose, live progress, a\nsummary, then a Ray job from this machine (a task on each node, an object\nmoved between them). The cluster stays up until Ctrl-C, which removes it all.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

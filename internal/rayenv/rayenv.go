@@ -32,8 +32,9 @@ const (
 // image's Debian bookworm ships 3.11, and the shared wheels are cp311.
 const PythonMinor = "3.11"
 
-// complete marks a finished venv; its content names what went in.
-const complete = ".rayvast-complete"
+// MarkFile marks a finished venv (written last); its content names what
+// went in: "ray VERSION", then one installed distribution per line.
+const MarkFile = ".rayvast-complete"
 
 // Config says which venv to make and from where.
 type Config struct {
@@ -75,7 +76,7 @@ func PythonOf(dir string) string { return filepath.Join(dir, "bin", "python") }
 
 // Ready reports whether dir holds a finished venv of version.
 func Ready(dir, version string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, complete))
+	b, err := os.ReadFile(filepath.Join(dir, MarkFile))
 	return err == nil && strings.HasPrefix(string(b), "ray "+version+"\n")
 }
 
@@ -161,7 +162,7 @@ func build(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("ray venv: %w", err)
 	}
 	mark := "ray " + cfg.Version + "\n" + strings.Join(dists, "\n") + "\n"
-	if err := os.WriteFile(filepath.Join(cfg.Dir, complete), []byte(mark), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.Dir, MarkFile), []byte(mark), 0o644); err != nil {
 		return fmt.Errorf("ray venv: %w", err)
 	}
 	cfg.Log.Info("Ray venv ready", "ray", cfg.Version, "python", PythonOf(cfg.Dir), "took", time.Since(start).Round(time.Second))

@@ -68,9 +68,6 @@ func BenchmarkRealRayFirstTask(b *testing.B) {
 		if err := c.admin.Do(context.Background(), http.MethodDelete, "/v1/candidates/"+created.CandidateID, nil, nil, http.StatusNoContent); err != nil {
 			b.Fatal(err)
 		}
-		waitFor(b, time.Minute, "the node gone from Ray's view", func() (bool, string) {
-			return len(c.nodes()) == 0, fmt.Sprint(len(c.nodes()), " nodes")
-		})
 		b.StartTimer()
 	}
 }

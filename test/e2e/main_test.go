@@ -1,11 +1,17 @@
 // Package e2e runs rayvast end to end on the local Docker Engine: a real
-// head process (`head serve --provider docker`), real containers of the
-// locally built candidate image running bootloader.sh, the real agent and
-// the stand-in Ray. It needs root and Docker; without them it skips loudly,
-// and with CI=true it fails instead.
+// head process (`head up` or `head serve --provider docker`), real
+// containers of the locally built candidate image running bootloader.sh,
+// and the real agent. Tests of what Ray does run real Ray (rayharness_test.go:
+// an image per Ray version, `head up` with the venv's Python). The tests
+// of the agent's and head's own contract (exit codes crossing agent and
+// container, signals, log streaming, secrets, enrollment) choose the
+// stand-in Ray on purpose (suite.image): it exits with a chosen code on
+// SIGTERM and prints a line every second, which real Ray cannot be made to
+// do. It needs root and Docker; without them it skips loudly, and with
+// CI=true it fails instead.
 //
-// TestMain builds bin/head and bin/agent once (CGO_ENABLED=0) and the image
-// once, removes leftovers of earlier runs by label, and removes every
+// TestMain builds bin/head and bin/agent once (CGO_ENABLED=0) and the
+// stand-in's image once (real Ray's images are built on first use), removes leftovers of earlier runs by label, and removes every
 // container and network of its clusters when it ends, failed tests included.
 package e2e
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -84,7 +86,9 @@ func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers 
 		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
 	cfg := map[string]any{
 		"cluster": name,
-		"ray":     map[string]any{"head_address": c.headIP + ":6379", "version": version},
+		// Ray's GCS binds all addresses: a port of its own per cluster, so
+		// two clusters on this machine (tests run at once) do not meet.
+		"ray": map[string]any{"head_address": c.headIP + ":" + gcsPort(t), "version": version},
 		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": minWorkers, "max_workers": maxWorkers,
 			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
 		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
@@ -223,4 +227,21 @@ func procsOf(t testing.TB, containerID string) map[int]string {
 		out[pid] = strings.ReplaceAll(string(cmd), "\x00", " ")
 	}
 	return out
+}
+
+// gcsPort is a free port for a Ray head's GCS, which binds every address:
+// from 6400–7999, clear of Ray's other defaults (dashboard 8265, worker
+// ports 10002–19999, which a GCS port may not fall in) and of the kernel's
+// ephemeral range.
+func gcsPort(t testing.TB) string {
+	t.Helper()
+	for range 200 {
+		p := 6400 + rand.IntN(1600)
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p)); err == nil {
+			l.Close()
+			return fmt.Sprint(p)
+		}
+	}
+	t.Fatal("no free port in 6400-7999 for the Ray head")
+	return ""
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,6 +44,10 @@ func TestRealRayNewest(t *testing.T) {
 
 	res, out := c.job(2, 2*time.Minute)
 	checkJob(t, res, out, 2, rvtest.RayNewest)
+	for _, n := range nodes {
+		agent, ray := nodeMemory(t, n.InstanceID)
+		t.Logf("MEMORY node %s after the job: agent %.1f MiB, Ray %.1f MiB (PSS)", n.InstanceID, agent, ray)
+	}
 	for _, n := range res.Nodes {
 		if d := time.Duration(n.FirstTaskS * float64(time.Second)); d > firstTaskLimit {
 			t.Errorf("first task on %s took %s, want ≤ %s", n.IP, d, firstTaskLimit)
@@ -222,4 +227,32 @@ func descendants(pid int) []int {
 	}
 	walk(pid)
 	return out
+}
+
+// nodeMemory sums the proportional set size (PSS, shared pages split
+// among their users) of the node's agent (PID 1 of the container) and of
+// everything else in it (Ray), in MiB.
+func nodeMemory(t *testing.T, instanceID string) (agent, ray float64) {
+	t.Helper()
+	info, err := suite.eng.InspectContainer(context.Background(), instanceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pid := range procsOf(t, info.ID) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "Pss:" {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				if pid == info.State.Pid {
+					agent += kb / 1024
+				} else {
+					ray += kb / 1024
+				}
+			}
+		}
+	}
+	return agent, ray
 }
