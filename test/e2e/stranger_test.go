@@ -53,8 +53,6 @@ func testStranger(t *testing.T, version string) {
 	rvtest.NeedRoot(t, "ip", "iptables", "nft")
 	c := startRayCluster(t, version, 2, "--firewall", "on")
 	nodes := c.waitRunning(2, 4*time.Minute)
-	res, out := c.job(2, 2*time.Minute)
-	checkJob(t, res, out, 2, version) // Ray works with every guard on
 	st, err := statedir.Load(c.state)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +130,8 @@ func testStranger(t *testing.T, version string) {
 		if metrics == 0 {
 			t.Error("no Ray head port serves /metrics to the head's machine: the control has nothing to control")
 		}
-		gcs := grpcCall(ctx, client(hostDial, true, cluster), "https", c.headIP+":6379", grpcMethods[0], files.token, "TLS, the cluster's")
+		gcsAddr := c.rayAddress(t)
+		gcs := grpcCall(ctx, client(hostDial, true, cluster), "https", gcsAddr, grpcMethods[0], files.token, "TLS, the cluster's")
 		if gcs.err != nil || gcs.grpcStatus == "" {
 			t.Errorf("GCS from the head's machine with the cluster's certificate: %s, want a gRPC answer", gcs)
 		}
@@ -160,8 +159,20 @@ func testStranger(t *testing.T, version string) {
 		}
 		guestControl(ctx, t, st, nodes)
 		nodeInside(ctx, t, nodes, files.token)
+		res, out := c.job(2, 2*time.Minute)
+		checkJob(t, res, out, 2, version) // Ray works with every guard on
 	})
 	checkNoSecret(t, c, files.token)
+}
+
+// rayAddress is the Ray head's GCS address (the config's ray.head_address).
+func (c *rayCluster) rayAddress(t *testing.T) string {
+	t.Helper()
+	st, ok, err := rayhead.ReadStatus(c.state)
+	if err != nil || !ok {
+		t.Fatalf("ray head status: %v %v", ok, err)
+	}
+	return st.Address
 }
 
 // rayHeadTLS are the Ray head's certificate and the cluster token, as
