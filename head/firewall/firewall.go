@@ -125,10 +125,10 @@ table inet %[1]s {
 	chain input {
 		type filter hook input priority 110; policy accept;
 		iif "lo" accept
-		tcp dport { %[2]s } ip saddr != @allowed4 drop
-		tcp dport { %[2]s } ip6 saddr != @allowed6 drop
-		tcp dport @rayports ip saddr != @allowed4 drop
-		tcp dport @rayports ip6 saddr != @allowed6 drop
+		tcp dport { %[2]s } ip saddr != @allowed4 counter drop
+		tcp dport { %[2]s } ip6 saddr != @allowed6 counter drop
+		tcp dport @rayports ip saddr != @allowed4 counter drop
+		tcp dport @rayports ip6 saddr != @allowed6 counter drop
 	}
 }
 `, t, f.ports())

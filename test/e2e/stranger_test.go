@@ -18,6 +18,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/listenports"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/rayhead"
@@ -174,6 +175,9 @@ func testStranger(t *testing.T, version string) {
 		guestControl(ctx, t, st, nodes)
 		nodeInside(ctx, t, nodes, files.token)
 		res, out := c.job(2, 2*time.Minute)
+		if !res.OK {
+			c.dumpGuard(t, nodes)
+		}
 		checkJob(t, res, out, 2, version) // Ray works with every guard on
 	})
 	checkNoSecret(t, c, files.token)
@@ -507,4 +511,17 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// dumpGuard logs the head's firewall table (its drop counters) and the
+// nodes' Ray worker logs: why a job failed with the guard on.
+func (c *rayCluster) dumpGuard(t *testing.T, nodes []wire.Node) {
+	t.Helper()
+	out, err := exec.Command("nft", "list", "table", "inet", firewall.TableForStateDir(c.state)).CombinedOutput()
+	t.Logf("head firewall (%v):\n%s", err, out)
+	for _, n := range nodes {
+		out, err := exec.Command("docker", "exec", n.InstanceID, "sh", "-c",
+			"tail -n 15 /run/rayvast/ray/session_latest/logs/worker-*.err /run/rayvast/ray/session_latest/logs/python-core-worker-*.log 2>&1 | tail -n 120").CombinedOutput()
+		t.Logf("node %s worker logs (%v):\n%s", n.InstanceID, err, out)
+	}
 }
