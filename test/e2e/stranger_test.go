@@ -154,8 +154,8 @@ func testStranger(t *testing.T, version string) {
 				continue
 			}
 			addr := dialable(l.Addr)
-			if a := jobs.do(ctx, plain, "http", addr, files.token, "the token"); a.status != http.StatusOK {
-				continue // the dashboard's other listeners (its gRPC)
+			if a := jobs.do(ctx, plain, "http", addr, files.token, "the token"); a.status != http.StatusOK || !strings.HasPrefix(a.body, "[") {
+				continue // the dashboard's other listeners: its gRPC, its metrics
 			}
 			dashboards++
 			t.Logf("job API of the Ray head at %s (its dashboard): 200 with the cluster token", addr)
