@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -33,14 +34,37 @@ func rayHeadListeners(stateDir string) ([]listenports.Listener, error) {
 }
 
 // rayHeadPorts is the firewall's source of the Ray head's ports: those it
-// listens on at an address other than loopback.
+// listens on at an address other than loopback. They only grow while one
+// Ray head process runs (a look at /proc races with processes opening and
+// closing files, so one look may miss a port; a worker's closed port stays
+// guarded, which costs nothing), and start again with a restarted one.
 func rayHeadPorts(stateDir string) func() ([]int, error) {
+	var pid int
+	seen := map[int]bool{}
 	return func() ([]int, error) {
-		ls, err := rayHeadListeners(stateDir)
+		st, ok, err := rayhead.ReadStatus(stateDir)
 		if err != nil {
 			return nil, err
 		}
-		return listenports.ExposedPorts(ls), nil
+		if !ok || st.PID <= 0 {
+			return nil, errors.New("ray head not running")
+		}
+		ls, err := listenports.Of("/", st.PID)
+		if err != nil {
+			return nil, err
+		}
+		if st.PID != pid {
+			pid, seen = st.PID, map[int]bool{}
+		}
+		for _, p := range listenports.ExposedPorts(ls) {
+			seen[p] = true
+		}
+		out := make([]int, 0, len(seen))
+		for p := range seen {
+			out = append(out, p)
+		}
+		sort.Ints(out)
+		return out, nil
 	}
 }
 
