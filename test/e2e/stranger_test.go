@@ -166,7 +166,17 @@ func testStranger(t *testing.T, version string) {
 			}
 		}
 		if dashboards == 0 {
-			t.Error("no listener of the Ray head's dashboard answers the job API with the cluster token")
+			// Ray's dashboard port is fixed (rayhead.Dashboard): another
+			// cluster on this machine may hold it, and then this one has none.
+			ours := false
+			for _, l := range c.rayHeadListeners(t) {
+				ours = ours || dialable(l.Addr) == rayhead.Dashboard
+			}
+			if ours {
+				t.Error("the Ray head's dashboard does not answer the job API with the cluster token")
+			} else {
+				t.Logf("no job API control: %s is not this Ray head's (another cluster on this machine holds it)", rayhead.Dashboard)
+			}
 		}
 		cmd := exec.CommandContext(ctx, suite.head, "run", "--state", c.state, "--", "python", "-c", rayClientCode(rayClient))
 		if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "CLIENT-OK") {
