@@ -54,6 +54,7 @@ func testStranger(t *testing.T, version string) {
 	rvtest.NeedRoot(t, "ip", "iptables", "nft")
 	c := startRayCluster(t, version, 2, "--firewall", "on")
 	nodes := c.waitRunning(2, 4*time.Minute)
+	c.waitRayHeadSettled(t, 3*time.Minute)
 	st, err := statedir.Load(c.state)
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +279,38 @@ func (c *rayCluster) headTargets(t *testing.T) (out []target, rayClient string) 
 		}
 	}
 	return out, rayClient
+}
+
+// waitRayHeadSettled waits until the Ray head runs with its GCS, raylet and
+// Ray Client server listening and its ports unchanged for 5 s: on a busy
+// machine Ray's head may restart once before it settles (its Ray Client
+// server gives up waiting for its own node), and a probe then would see
+// half a head.
+func (c *rayCluster) waitRayHeadSettled(t *testing.T, limit time.Duration) {
+	t.Helper()
+	var last string
+	since := time.Now()
+	waitFor(t, limit, "the Ray head settled", func() (bool, string) {
+		st, ok, err := rayhead.ReadStatus(c.state)
+		if err != nil || !ok || st.State != rayhead.Running || st.PID == 0 {
+			return false, fmt.Sprintf("%+v %v", st, err)
+		}
+		ls, err := listenports.Of("/", st.PID)
+		if err != nil {
+			return false, err.Error()
+		}
+		var names []string
+		for _, l := range ls {
+			names = append(names, fmt.Sprintf("%d:%s", l.Addr.Port(), procName(l.PID)))
+		}
+		sort.Strings(names)
+		now := strings.Join(names, " ")
+		if now != last {
+			last, since = now, time.Now()
+		}
+		all := strings.Contains(now, "gcs_server") && strings.Contains(now, "raylet") && strings.Contains(now, "client.server")
+		return all && time.Since(since) >= 5*time.Second, now
+	})
 }
 
 // rayHeadListeners are the listeners of the Ray head's processes.
