@@ -17,11 +17,13 @@ traffic back. This file, first on Ray's PYTHONPATH, rewrites them:
   only on the node's own ports (another rental behind the same IP owns the
   others). Never 0.0.0.0: the dashboard agent binds 127.0.0.1 on the same
   port next;
-- Ray's metrics export port (NAT_SHIM_LOOPBACK) goes to loopback: Ray binds
-  it on every address, serving plain-HTTP Prometheus metrics to anyone
-  vast's port forward lets in; binds and connects on it, to any address
-  (the node IP included), go to 127.0.0.1. Python only: the metrics server
-  is Python.
+- two doors go to loopback (NAT_SHIM_LOOPBACK): Ray's metrics export port
+  (bound on every address: plain-HTTP Prometheus metrics) and the dashboard
+  agent's HTTP port (its job agent starts processes; Ray 2.52 asks no token
+  there). vast's port forward would let anyone in. Binds on them to any
+  address but loopback go to 127.0.0.2 (loopback, and not 127.0.0.1, which
+  the dashboard agent binds on the same port next), and so do connects to
+  the node IP on them. Python only: both servers are Python.
 
 Then it runs the image's own sitecustomize, if there is one.
 Standard library only, Python 3.8 or newer.
@@ -93,8 +95,9 @@ def node_ports(f):
     return ",".join(ports)
 
 
-# Ports that only the node itself needs: loopback only.
-LOOPBACK_FLAGS = ("metrics-export-port",)
+# Ports that only the node itself needs: loopback only, at LOOPBACK.
+LOOPBACK_FLAGS = ("metrics-export-port", "dashboard-agent-listen-port")
+LOOPBACK = "127.0.0.2"
 
 
 def loopback_ports(f):
@@ -179,9 +182,15 @@ def parse(value):
     return parts[0], parts[1], own
 
 
+def is_loopback(host):
+    """127.0.0.0/8, ::1, ::ffff:127.x, or "localhost"."""
+    h = host[7:] if host.startswith("::ffff:") else host
+    return h == "localhost" or h == "::1" or h.startswith("127.")
+
+
 def install(node, mine, own, loopback=frozenset()):
     """Patch socket.socket so binds and own-port connects to node go to mine,
-    and binds and connects on a loopback port go to 127.0.0.1."""
+    and binds and node-IP connects on a loopback port go to LOOPBACK."""
     import socket
     mapped_node, mapped_mine = "::ffff:" + node, "::ffff:" + mine
     node6 = socket.inet_pton(socket.AF_INET6, mapped_node)
@@ -190,11 +199,11 @@ def install(node, mine, own, loopback=frozenset()):
         if not isinstance(address, tuple) or len(address) < 2 or not isinstance(address[0], str):
             return address
         host, port = address[0], address[1]
-        if port in loopback and (bind or host in (node, mine, mapped_node, mapped_mine)):
+        if port in loopback and not is_loopback(host) and (bind or host in (node, mine, mapped_node, mapped_mine)):
             if sock.family == socket.AF_INET:
-                return ("127.0.0.1",) + address[1:]
+                return (LOOPBACK,) + address[1:]
             if sock.family == socket.AF_INET6:
-                return ("::ffff:127.0.0.1",) + address[1:]
+                return ("::ffff:" + LOOPBACK,) + address[1:]
         if not bind and port not in own:
             return address
         if sock.family == socket.AF_INET and host == node:

@@ -184,7 +184,7 @@ func testStranger(t *testing.T, version string) {
 			t.Errorf("Ray Client session at %s through head run: %v\n%s", rayClient, err, b)
 		}
 		guestControl(ctx, t, st, nodes)
-		nodeInside(ctx, t, nodes, files.token)
+		nodeInside(ctx, t, nodes, files.token, version)
 		res, out := c.job(2, 2*time.Minute)
 		if !res.OK {
 			c.dumpGuard(t, nodes)
@@ -451,10 +451,11 @@ func guestControl(ctx context.Context, t *testing.T, st *statedir.State, nodes [
 	}
 }
 
-// nodeInside: inside each node, where Ray binds them, its metrics answer
-// and its dashboard agent's HTTP answers with the token only: the doors
-// the stranger cannot reach exist and serve the node.
-func nodeInside(ctx context.Context, t *testing.T, nodes []wire.Node, token string) {
+// nodeInside: inside each node, where Ray binds them (loopback, by the
+// shim), its metrics answer and its dashboard agent's HTTP answers with the
+// token (and, Ray 2.60, only with it): the doors the stranger cannot reach
+// exist and serve the node.
+func nodeInside(ctx context.Context, t *testing.T, nodes []wire.Node, token, version string) {
 	t.Helper()
 	for _, n := range nodes {
 		id := containerOf(t, n.InstanceID)
@@ -485,7 +486,14 @@ func nodeInside(ctx context.Context, t *testing.T, nodes []wire.Node, token stri
 				}
 			case "dashboard agent HTTP (job agent)":
 				call := httpCall{method: "GET", path: "/api/job_agent/jobs/rayvast-none"}
-				if got := call.do(ctx, plain, "http", dialable(a), "", "no token"); got.status != http.StatusUnauthorized {
+				got := call.do(ctx, plain, "http", dialable(a), "", "no token")
+				switch {
+				case got.status == http.StatusUnauthorized:
+				case version == rvtest.RayOldest:
+					// Ray 2.52 asks no token there: loopback (the shim) is the
+					// job agent's only guard.
+					t.Logf("node %s job agent at %s from inside without the token: %s (Ray %s: no token auth on the job agent)", n.InstanceID, a, got, version)
+				default:
 					t.Errorf("node %s job agent at %s from inside without the token: %s, want 401", n.InstanceID, a, got)
 				}
 				if got := call.do(ctx, plain, "http", dialable(a), token, "the token"); got.err != nil || got.status == http.StatusUnauthorized {

@@ -402,6 +402,9 @@ func strangerGot(r portReport, guest bool) []string {
 			bad = append(bad, a.String()+": a gRPC answer")
 		case a.status >= 200 && a.status < 300:
 			bad = append(bad, fmt.Sprintf("%s: %q", a, a.body))
+		case a.status == http.StatusBadRequest && strings.HasPrefix(a.what, "POST /api/job"):
+			// The job handler read the submission: no auth stood before it.
+			bad = append(bad, fmt.Sprintf("%s: %q: a job handler without auth", a, a.body))
 		}
 	}
 	return bad
