@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rayvast/rayvast/agent/backoff"
@@ -36,9 +38,9 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 	hc, portB := a.headClient(b)
 	sup := supervise.New(supervise.Config{Log: a.log})
 	reports := newReportQueue(func(event, detail string) { a.report(hc, portB, b, event, detail) }, a.log)
-	ray := newRayLoop(sup, restartPolicy(a.cfg.Restart), func() (*exec.Cmd, func(), error) {
-		return a.rayCommand(b, paths) // a pure function of the bundle and env: the same argv and env each time
-	}, reports.add, a.log)
+	ray := newRayLoop(sup, restartPolicy(a.cfg.Restart), func(joined func()) (*exec.Cmd, func(), error) {
+		return a.rayCommand(b, paths, joined) // a pure function of the bundle and env: the same argv and env each time
+	}, reports.add, a.rayLastWords, a.log)
 
 	srv, err := a.guestAPI(b, ray)
 	if err != nil {
@@ -53,19 +55,11 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 		return 1
 	}
 
-	cmd, started, err := a.rayCommand(b, paths)
-	if err != nil {
-		a.log.Error("preparing ray", "err", err)
-		return 1
-	}
-	err = sup.Start(cmd)
-	started()
-	if err != nil {
+	if err := ray.startFirst(); err != nil {
 		a.log.Error("starting ray", "err", err)
 		a.report(hc, portB, b, wire.EventRayExited, "ray did not start: "+err.Error())
 		return 1
 	}
-	ray.started()
 	a.log.Info("ray started", "pid", sup.PID(), "since_exec", time.Since(execTime).Round(time.Millisecond))
 	select { // a stop signal that came before the supervisor listened
 	case s := <-sigs:
@@ -107,9 +101,10 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 				}
 				return tok
 			},
-			OnStop: func() { a.log.Info("head asked to stop ray"); sup.Stop() },
-			Final:  ray.Final(), // one last beat carries Ray's exit code
-			Log:    a.log,
+			OnStop:    func() { a.log.Info("head asked to stop ray"); sup.Stop() },
+			OnRayHead: ray.RayHead,
+			Final:     ray.Final(), // one last beat carries Ray's exit code
+			Log:       a.log,
 		})
 	}()
 
@@ -129,9 +124,10 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 
 // rayCommand builds Ray's exec.Cmd: argv and env from raylaunch, output
 // through a pipe we copy to our stderr and /logs/ray (the supervisor wants
-// *os.File stdio: it never calls Wait, which would end copy goroutines).
+// *os.File stdio: it never calls Wait, which would end copy goroutines),
+// calling joined when Ray says its node is in the cluster.
 // Call started after Start: it closes our copy of the pipe's write end.
-func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, started func(), err error) {
+func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths, joined func()) (cmd *exec.Cmd, started func(), err error) {
 	tmp, cpus, err := a.rayPlacement(b)
 	if err != nil {
 		return nil, nil, err
@@ -152,13 +148,53 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths) (cmd *exec.Cmd, sta
 	}
 	cmd = &exec.Cmd{Path: path, Args: argv, Env: env, Stdout: w, Stderr: w}
 	go func() {
-		_, _ = io.Copy(io.MultiWriter(a.stderr, a.rayLog), r)
+		copyRayOutput(r, io.MultiWriter(a.stderr, a.rayLog), joined)
 		r.Close()
 	}()
 	a.log.Info("starting ray", "python", path, "args", argv[1:])
 	// Our copy of the write end must close once Ray has its own, or the
 	// reader never sees EOF; exec.Cmd closes only files it opened itself.
 	return cmd, func() { w.Close() }, nil
+}
+
+// rayStartedLine is what `ray start` prints once its node is in the
+// cluster: Ray 2.52 and 2.60 (ray/scripts/scripts.py, `start`) print it
+// after ray/_private/node.py found the node in the GCS, so ray.nodes()
+// lists it from then on.
+const rayStartedLine = "Ray runtime started"
+
+// copyRayOutput copies Ray's output line by line to w and calls joined at
+// the first line that says Ray's runtime started.
+func copyRayOutput(r io.Reader, w io.Writer, joined func()) {
+	br := bufio.NewReader(r)
+	said := false
+	for {
+		line, err := br.ReadString('\n')
+		if len(line) > 0 {
+			_, _ = io.WriteString(w, line)
+			if !said && strings.Contains(line, rayStartedLine) {
+				said = true
+				joined()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// rayLastWords is the end of Ray's output, for a report: the last few
+// lines, at most 1 KiB, as plain text.
+func (a *agent) rayLastWords() string {
+	b, _ := a.rayLog.Tail(1 << 10)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 1 {
+		lines = lines[1:] // the first may be cut
+	}
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	return strings.Join(lines, " | ")
 }
 
 // rayPlacement is Ray's --temp-dir and --num-cpus, decided once so every

@@ -114,6 +114,9 @@ type serveHooks struct {
 	// rayPorts lists the Ray head's ports for the firewall to guard (nil:
 	// no Ray head here).
 	rayPorts func() ([]int, error)
+	// rayHead is the running Ray head's ID for heartbeat answers (nil: the
+	// head runs no Ray head).
+	rayHead func() (id string, ok bool)
 }
 
 // serve runs the head in its phases: read the inputs, open the state, the
@@ -154,7 +157,11 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	p := newParts(cfg, in, reg, block, driver, ls, log)
+	var pauses *reconcile.Pauses
+	if prov != nil && cfg.Autoscaler != nil {
+		pauses = &reconcile.Pauses{}
+	}
+	p := newParts(cfg, in, reg, block, driver, ls, pauses, hooks.rayHead, log)
 	if prov != nil {
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin.Handler(), End: driver.End, Rentals: prov,
 			Blocklist: block, Status: driver.ProviderStatus,
@@ -162,6 +169,8 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 			Firewall:    firewallOn(f),
 			RayPorts:    hooks.rayPorts,
 			MaxDPHTotal: cfg.MaxDPHTotal,
+			RayScales:   cfg.Autoscaler != nil,
+			Pauses:      pauses,
 			Log:         log.With("part", "reconcile")})
 		if err != nil {
 			ls.close()

@@ -25,6 +25,7 @@ import (
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/nodeapi"
 	"github.com/rayvast/rayvast/head/ratelimit"
+	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/head/statedir"
@@ -115,7 +116,10 @@ type parts struct {
 	checks  *checkgate.Gate
 }
 
-func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blocklist.List, driver *rentals.Driver, ls *listeners, log *slog.Logger) *parts {
+// A non-nil pauses refuses new candidates of paused node types (Ray's
+// autoscaler owns the count).
+func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blocklist.List, driver *rentals.Driver, ls *listeners,
+	pauses *reconcile.Pauses, rayHead func() (string, bool), log *slog.Logger) *parts {
 	st, portA, portB := in.st, ls.portA(), ls.portB()
 	checks := checkgate.New(checkgate.Config{Max: maxPortChecks})
 	m := &metrics.Metrics{PortChecks: func() (int, int, int) {
@@ -123,7 +127,7 @@ func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blo
 		return st.Limit, st.InFlight, st.Waiting
 	}}
 	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
-		Metrics: m, Destroy: driver.Destroy, Log: log.With("port", "B")})
+		Metrics: m, Destroy: driver.Destroy, RayHead: rayHead, Log: log.With("port", "B")})
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: gatedPortCheck(checks, maxCheckWait),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: in.agent, Destroy: driver.Destroy, Metrics: m,
@@ -131,8 +135,12 @@ func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blo
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: in.shim,
 			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
 	})
+	var paused func(string) bool
+	if pauses != nil {
+		paused = pauses.Paused
+	}
 	adm := admin.New(admin.Config{Registry: reg, Blocklist: block, Rentals: driver, Provider: driver.ProviderStatus, NodeTypes: cfg.NodeTypes, Metrics: m,
-		Log: log.With("part", "admin"),
+		Paused: paused, Log: log.With("part", "admin"),
 		Env: admin.Env{Head: st.HeadIP, PortA: portA, PortB: portB, BootstrapSHA256: hex.EncodeToString(in.agentSum[:]), CASHA256: st.CA.Fingerprint(),
 			PublicLogs: cfg.PublicLogs}})
 	return &parts{metrics: m, nodes: nodes, enroll: enr, admin: adm, checks: checks}

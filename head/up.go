@@ -152,8 +152,12 @@ type upRun struct {
 	log    *slog.Logger
 	stderr io.Writer
 
-	rayDone  chan struct{} // closed when the Ray head's supervisor returns; nil: none started
-	listened atomic.Bool   // serving got as far as its ports (past the state dir's lock)
+	rayDone chan struct{} // closed when the Ray head's supervisor returns; nil: none started
+	rayRun  atomic.Pointer[rayhead.Run]
+	// autoscalerYAML is STATE/autoscaler.yaml once written for the Ray
+	// head's autoscaler ("" when the autoscaler is off).
+	autoscalerYAML string
+	listened       atomic.Bool // serving got as far as its ports (past the state dir's lock)
 }
 
 func (r *upRun) run(ctx context.Context) int {
@@ -223,26 +227,50 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 				r.p.step("Ray head: run elsewhere, at %s (--no-ray-head)", r.cfg.Ray.HeadAddress)
 				return nil
 			}
-			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, r.log)
+			var as *autoscaling
+			if r.cfg.Autoscaler != nil {
+				// The monitor reads the config when the Ray head starts; the
+				// admin socket it names listens a moment later.
+				var err error
+				if as, err = writeAutoscaling(r.st, r.cfg); err != nil {
+					return err
+				}
+				r.autoscalerYAML = as.config
+				r.p.step("Ray autoscaler: on (config %s); Ray decides how many nodes run", as.config)
+				if ts := unplannedTypes(r.cfg); len(ts) > 0 {
+					r.p.step("Ray autoscaler: node types %s have no cpus: Ray launches none of them for CPU tasks until one runs (set cpus)", strings.Join(ts, ", "))
+				}
+			}
+			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, as, r.log)
 			if err != nil {
 				return err
 			}
+			r.rayRun.Store(run)
 			r.rayDone = make(chan struct{})
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
-			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			r.p.step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			go r.announceRayHead(rayCtx, run)
 			if !firewallOn(r.f) {
 				go sayPublicRayPorts(rayCtx, r.st.Dir, r.p, 5*time.Second, time.Minute)
 			}
 			return nil
 		},
 		rayPorts: r.rayPorts(),
+		rayHead: func() (string, bool) {
+			if run := r.rayRun.Load(); run != nil {
+				return run.Current()
+			}
+			return "", false
+		},
 		listening: func(a, b, sock string) {
 			r.listened.Store(true)
 			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
-			if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
-				r.log.Warn("autoscaler yaml", "err", err)
-			} else {
-				r.p.step("Ray autoscaler config: %s", path)
+			if r.autoscalerYAML == "" {
+				if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
+					r.log.Warn("autoscaler yaml", "err", err)
+				} else {
+					r.p.step("Ray autoscaler config: %s", path)
+				}
 			}
 			go r.p.watch(ctx, sock, r.st.Dir)
 		},
@@ -256,6 +284,24 @@ func (r *upRun) rayPorts() func() ([]int, error) {
 		return nil
 	}
 	return rayHeadPorts(r.st.Dir)
+}
+
+// announceRayHead prints a step once the Ray head first runs (its GCS
+// answers); later states show in the live summary.
+func (r *upRun) announceRayHead(ctx context.Context, run *rayhead.Run) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, ok := run.Current(); ok {
+			r.p.step("Ray head: running at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // downOnExit is head down for --down-on-exit.
@@ -302,14 +348,21 @@ func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), erro
 
 // startRayHead writes (once) the Ray head's TLS and token files into
 // STATE/ray-head and starts its supervisor.
-func startRayHead(st *statedir.State, python, address string, log *slog.Logger) (*rayhead.Run, error) {
+// With as set, Ray's autoscaler runs on the Ray head with the plugin.
+func startRayHead(st *statedir.State, python, address string, as *autoscaling, log *slog.Logger) (*rayhead.Run, error) {
 	files, err := rayHeadFilesOnce(st, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	sup, err := rayhead.New(rayhead.Config{Command: rayhead.Command(python, address),
-		Env:     rayhead.Env(os.Environ(), files.rayhead(), python),
-		Address: address, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
+	tmp := rayhead.TempDir(st.Dir)
+	argv := rayhead.Command(python, address, tmp)
+	env := rayhead.Env(os.Environ(), files.rayhead(), python)
+	if as != nil {
+		argv = rayhead.WithAutoscaler(argv, as.config)
+		env = rayhead.AutoscalerEnv(env, as.pluginDir)
+	}
+	sup, err := rayhead.New(rayhead.Config{Command: argv, Env: env,
+		Address: address, TempDir: tmp, LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {
 		return nil, err

@@ -129,7 +129,7 @@ func TestUp(t *testing.T) {
 	r.waitFor(t, "the Ray head", func() bool { _, ok := readFakeray(t, record); return ok })
 	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
 	rec, _ := readFakeray(t, record)
-	if got := strings.Join(rec.Argv, " "); got != "start --head --block --node-ip-address=127.0.0.1 --port="+addr[len("127.0.0.1:"):]+" --disable-usage-stats" {
+	if got := strings.Join(rec.Argv, " "); got != "start --head --block --node-ip-address=127.0.0.1 --port="+addr[len("127.0.0.1:"):]+" --disable-usage-stats --temp-dir="+rayhead.TempDir(state) {
 		t.Errorf("Ray head argv %q", got)
 	}
 	tok, _ := os.ReadFile(rec.Env["RAY_AUTH_TOKEN_PATH"])
@@ -168,7 +168,11 @@ func TestUp(t *testing.T) {
 
 	// Again, with --down-on-exit: the state is reused, the candidate ended.
 	r = startUp(t, append(args, "--down-on-exit")...)
-	r.waitFor(t, "the live summary", func() bool { return strings.Contains(r.out.String(), "Ray head: running") })
+	// The Ray head starts before the ports listen: wait for both, or a
+	// Ctrl-C in between finds no admin API to end the candidate through.
+	r.waitFor(t, "the live summary", func() bool {
+		return strings.Contains(r.out.String(), "Ray head: running") && strings.Contains(r.out.String(), "listening: port A")
+	})
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("head up --down-on-exit exit %d:\n%s", code, r.errOut.String())
 	}
@@ -293,5 +297,67 @@ func TestUpSecondOnSameState(t *testing.T) {
 	}
 	if code := first.stop(t); code != 0 {
 		t.Errorf("first head up exit %d", code)
+	}
+}
+
+// TestUpAutoscaler: with the config's autoscaler block, head up writes
+// STATE/autoscaler.yaml (naming the admin socket and the idle timeout) and
+// the plugin before the Ray head starts, and starts it with
+// --autoscaling-config and the plugin's dir first on its PYTHONPATH (the
+// PYTHONPATH head up had kept after it).
+func TestUpAutoscaler(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "ray-record.json")
+	needFakeray(t, record)
+	addr := rayAddr(t)
+	cfg := upConfig(t, dir, addr)
+	b, _ := os.ReadFile(cfg)
+	b = bytes.Replace(b, []byte(`"cluster":"uptest"`), []byte(`"cluster":"uptest","autoscaler":{"idle_timeout_minutes":0.5}`), 1)
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "cluster.state")
+	r := startUp(t, "--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0")
+	r.waitFor(t, "the Ray head", func() bool { _, ok := readFakeray(t, record); return ok })
+	rec, _ := readFakeray(t, record)
+	yaml := filepath.Join(state, AutoscalerFile)
+	if got := rec.Argv[len(rec.Argv)-1]; got != "--autoscaling-config="+yaml {
+		t.Errorf("Ray head argv %v: last is %q, want --autoscaling-config=%s", rec.Argv, got, yaml)
+	}
+	plugins := filepath.Join(state, PluginDir)
+	fr, _ := filepath.Abs("../test/fakeray")
+	if got, want := rec.Env["PYTHONPATH"], plugins+":"+fr; got != want {
+		t.Errorf("Ray head PYTHONPATH = %q, want %q", got, want)
+	}
+	if got := rec.Env["AUTOSCALER_HEARTBEAT_TIMEOUT_S"]; got != rayhead.HeartbeatTimeoutS {
+		t.Errorf("Ray head AUTOSCALER_HEARTBEAT_TIMEOUT_S = %q, want %s", got, rayhead.HeartbeatTimeoutS)
+	}
+	plugin, err := os.ReadFile(filepath.Join(plugins, "rayvast_autoscaler.py"))
+	if err != nil || !bytes.Contains(plugin, []byte("class RayvastNodeProvider")) {
+		t.Errorf("plugin in the state dir: %v", err)
+	}
+	var as map[string]any
+	y, err := os.ReadFile(yaml)
+	if err == nil {
+		_, body, _ := bytes.Cut(y, []byte("\n{"))
+		err = json.Unmarshal(append([]byte("{"), body...), &as)
+	}
+	if err != nil {
+		t.Fatalf("autoscaler.yaml: %v", err)
+	}
+	if as["idle_timeout_minutes"] != 0.5 || as["provider"].(map[string]any)["admin_socket"] != filepath.Join(state, "admin.sock") {
+		t.Errorf("autoscaler.yaml: idle %v, provider %v", as["idle_timeout_minutes"], as["provider"])
+	}
+	// The stand-in refuses --autoscaling-config (it does not model Ray's
+	// autoscaler; tools/autoscaler's and the e2e suite's real-Ray tests
+	// run it), so its Ray head never says it started: wait for the ports.
+	r.waitFor(t, "the ports", func() bool { return strings.Contains(r.out.String(), "listening: port A") })
+	for _, want := range []string{"Ray autoscaler: on", "node types cpu have no cpus"} {
+		if !strings.Contains(r.out.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, r.out.String())
+		}
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("head up exit %d:\n%s", code, r.errOut.String())
 	}
 }

@@ -4,16 +4,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/internal/atomicfile"
+	"github.com/rayvast/rayvast/tools/autoscaler"
 )
 
 // AutoscalerFile is the Ray cluster config head up writes into the state
 // dir for `ray start --head --autoscaling-config=…` or `ray up`.
 const AutoscalerFile = "autoscaler.yaml"
+
+// PluginDir is the state dir's folder holding the autoscaler plugin that
+// head up puts on the Ray head's PYTHONPATH.
+const PluginDir = "autoscaler"
+
+// defaultIdleTimeoutMinutes is Ray's idle_timeout_minutes when the
+// config's autoscaler block does not name one.
+const defaultIdleTimeoutMinutes = 5.0
 
 // autoscalerConfig is the Ray cluster config of this cluster for the
 // rayvast plugin (tools/autoscaler). Every key Ray's v1 StandardAutoscaler
@@ -53,11 +64,15 @@ func autoscalerConfig(cluster, sock, headIP string, cfg *config.Config) map[stri
 			"min_workers": t.MinWorkers, "max_workers": t.MaxWorkers}
 		total += t.MaxWorkers
 	}
+	idle := defaultIdleTimeoutMinutes
+	if a := cfg.Autoscaler; a != nil && a.IdleTimeoutMinutes > 0 {
+		idle = a.IdleTimeoutMinutes
+	}
 	return map[string]any{
 		"cluster_name":         cluster,
 		"max_workers":          total,
 		"upscaling_speed":      1.0,
-		"idle_timeout_minutes": 5,
+		"idle_timeout_minutes": idle,
 		"provider": map[string]any{
 			"type": "external", "module": "rayvast_autoscaler.RayvastNodeProvider",
 			"admin_socket": sock, "head_ip": headIP,
@@ -94,8 +109,55 @@ func writeAutoscalerYAML(st *statedir.State, cfg *config.Config, sock string) (s
 	head := "# Ray cluster config of rayvast cluster " + cluster + ", written by head up.\n" +
 		"# Put tools/autoscaler on the Ray head's PYTHONPATH; see tools/autoscaler/example.yaml.\n"
 	path := st.Path(AutoscalerFile)
-	if err := os.WriteFile(path, append([]byte(head), append(b, '\n')...), 0o600); err != nil {
+	// Atomic: Ray's monitor reads the file again on every update.
+	if err := atomicfile.Write(path, append([]byte(head), append(b, '\n')...), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return path, nil
+}
+
+// writePlugin writes the autoscaler plugin built into head to
+// STATE/autoscaler/rayvast_autoscaler.py and returns its dir.
+func writePlugin(st *statedir.State) (string, error) {
+	dir := st.Path(PluginDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("plugin dir: %w", err)
+	}
+	path := filepath.Join(dir, autoscaler.PluginModule+".py")
+	if err := atomicfile.Write(path, autoscaler.Plugin, 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return dir, nil
+}
+
+// autoscaling is what the Ray head needs to run Ray's autoscaler.
+type autoscaling struct{ config, pluginDir string }
+
+// writeAutoscaling writes STATE/autoscaler.yaml (naming the admin socket
+// the head is about to open) and the plugin.
+func writeAutoscaling(st *statedir.State, cfg *config.Config) (*autoscaling, error) {
+	path, err := writeAutoscalerYAML(st, cfg, st.Path(statedir.AdminSocket))
+	if err != nil {
+		return nil, err
+	}
+	dir, err := writePlugin(st)
+	if err != nil {
+		return nil, err
+	}
+	return &autoscaling{config: path, pluginDir: dir}, nil
+}
+
+// unplannedTypes are the node types Ray's autoscaler cannot plan CPU work
+// for: with no cpus in the config, autoscaler.yaml declares no CPU for
+// them, and Ray launches a type only for demand that fits what it
+// declares (it learns the real CPU count once one of its nodes runs).
+func unplannedTypes(cfg *config.Config) []string {
+	var out []string
+	for n, t := range cfg.NodeTypes {
+		if t.CPUs == 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -28,16 +28,23 @@ const (
 	MaxInterval = time.Hour
 )
 
+// SoonInterval is the heartbeat interval while the node waits to hear of
+// a new Ray head (OnRayHead): Ray on the node is down until it does.
+const SoonInterval = time.Second
+
 // Config is one node's heartbeat loop.
 type Config struct {
 	Client      *http.Client // mutual TLS: the node cert, the pinned CA
 	BaseURL     string       // https://HEAD:B
 	InstanceID  string
-	Interval    time.Duration               // until the head names another
-	Status      func() wire.RayStatus       // what the supervisor knows of Ray
-	HealthToken func(now time.Time) string  // guest:health token; nil = ""
-	OnStop      func()                      // the head said "stop" (called once)
-	OnBeat      func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
+	Interval    time.Duration              // until the head names another
+	Status      func() wire.RayStatus      // what the supervisor knows of Ray
+	HealthToken func(now time.Time) string // guest:health token; nil = ""
+	OnStop      func()                     // the head said "stop" (called once)
+	// OnRayHead, optional, hears the Ray head each answer names ("" none);
+	// soon asks for the next heartbeat within SoonInterval.
+	OnRayHead func(id string) (soon bool)
+	OnBeat    func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
 	// Final, when closed, makes Run send one last heartbeat at once (Ray's
 	// final status, so the head sees the exit code) and return nil.
 	Final <-chan struct{}
@@ -112,6 +119,15 @@ func Run(ctx context.Context, cfg Config) error {
 				wait = backoff.Jitter(interval, Jitter, cfg.Rand)
 			}
 			cfg.Log.Debug("heartbeat", "seq", seq, "ray", hb.Ray.State, "action", reply.Action)
+			if cfg.OnRayHead != nil {
+				id := ""
+				if reply.RayHead != nil {
+					id = reply.RayHead.ID
+				}
+				if cfg.OnRayHead(id) {
+					wait = min(wait, backoff.Jitter(SoonInterval, Jitter, cfg.Rand))
+				}
+			}
 			if reply.Action == wire.ActionStop && !stopped {
 				stopped = true
 				cfg.Log.Info("head asked to stop ray", "seq", seq)

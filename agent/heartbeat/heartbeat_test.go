@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -276,5 +277,43 @@ func TestRunIntervalBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunTellsRayHead proves each answer's Ray head reaches OnRayHead, ""
+// when the answer names none (the head runs no Ray head, or it is down),
+// and that OnRayHead asking for soon makes the next wait about a second.
+func TestRunTellsRayHead(t *testing.T) {
+	names := map[int64]*wire.RayHeadRun{2: {ID: "aaaa"}, 3: {ID: "bbbb"}}
+	f := &fakePortB{answer: func(seq int64) (int, wire.HeartbeatReply) {
+		return 200, wire.HeartbeatReply{IntervalS: 5, Action: wire.ActionNone, RayHead: names[seq]}
+	}}
+	hc, url := setup(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []string
+	var waits []time.Duration
+	beats := 0
+	_ = Run(ctx, Config{
+		Client: hc, BaseURL: url, InstanceID: "inst-1", Interval: 5 * time.Second,
+		Status:    func() wire.RayStatus { return wire.RayStatus{State: wire.RayRunning} },
+		OnRayHead: func(id string) bool { got = append(got, id); return id == "bbbb" },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			if beats++; beats == 4 {
+				cancel()
+				return ctx.Err()
+			}
+			return nil
+		},
+	})
+	if want := []string{"", "aaaa", "bbbb", ""}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("OnRayHead got %q, want %q", got, want)
+	}
+	for i, w := range waits {
+		soon := i == 2
+		if soon != (w <= 1100*time.Millisecond) || w < 900*time.Millisecond {
+			t.Errorf("wait %d = %v (soon asked: %v), want 1 s ±10%% when asked, else 5 s ±10%%", i, w, soon)
+		}
 	}
 }

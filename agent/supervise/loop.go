@@ -25,9 +25,10 @@ type group struct {
 	finished   bool // Done is closed; the pgid may now be reused by strangers
 	killSent   bool
 
-	grace  *time.Timer  // from the first SIGTERM to SIGKILL
-	drain  *time.Ticker // while stragglers remain after the main child exited
-	giveUp *time.Timer  // after SIGKILL, how long we wait for the group to empty
+	grace    *time.Timer // from the first SIGTERM to SIGKILL
+	graceLen time.Duration
+	drain    *time.Ticker // while stragglers remain after the main child exited
+	giveUp   *time.Timer  // after SIGKILL, how long we wait for the group to empty
 }
 
 // run is the supervisor's single goroutine. It never returns: after the main
@@ -56,7 +57,17 @@ func (s *Supervisor) run(pid int) {
 			stopReq = nil
 			s.markStopping(0)
 			s.log.Info("supervisor stopping child group", "pgid", g.pgid)
-			g.terminate(syscall.SIGTERM)
+			g.terminate(syscall.SIGTERM, s.grace)
+		case grace := <-s.cycles:
+			switch {
+			case g.finished:
+			case grace <= 0:
+				s.log.Info("supervisor cycling child group: killing it", "pgid", g.pgid)
+				g.kill()
+			default:
+				s.log.Info("supervisor cycling child group", "pgid", g.pgid, "grace", grace.String())
+				g.terminate(syscall.SIGTERM, grace)
+			}
 		case req := <-s.restarts:
 			next, err := g.restart(req.cmd)
 			if err == nil {
@@ -110,19 +121,26 @@ func (g *group) forward(sig syscall.Signal) {
 	if !g.finished {
 		g.s.log.Info("supervisor forwarding signal", "signal", sig.String(), "pgid", g.pgid)
 	}
-	g.terminate(sig)
+	g.terminate(sig, g.s.grace)
 }
 
-// terminate signals the group and starts the grace clock the first time.
-func (g *group) terminate(sig syscall.Signal) {
+// terminate signals the group and starts the grace clock the first time;
+// a shorter grace than the one running replaces it.
+func (g *group) terminate(sig syscall.Signal, grace time.Duration) {
 	if g.finished {
 		return // the group is gone and its pgid may be someone else's
 	}
 	if err := signalGroup(g.pgid, sig); err != nil {
 		g.s.log.Warn("supervisor signal group", "pgid", g.pgid, "signal", sig.String(), "err", err)
 	}
-	if g.grace == nil && !g.killSent {
-		g.grace = time.NewTimer(g.s.grace)
+	if g.killSent {
+		return
+	}
+	if g.grace == nil || grace < g.graceLen {
+		if g.grace != nil {
+			g.grace.Stop()
+		}
+		g.grace, g.graceLen = time.NewTimer(grace), grace
 	}
 }
 
@@ -131,7 +149,9 @@ func (g *group) kill() {
 	if g.finished {
 		return
 	}
-	g.s.log.Warn("supervisor grace period over; killing child group", "pgid", g.pgid, "grace", g.s.grace.String())
+	if g.graceLen > 0 {
+		g.s.log.Warn("supervisor grace period over; killing child group", "pgid", g.pgid, "grace", g.graceLen.String())
+	}
 	if err := signalGroup(g.pgid, syscall.SIGKILL); err != nil {
 		g.s.log.Warn("supervisor kill group", "pgid", g.pgid, "err", err)
 	}
@@ -164,8 +184,8 @@ func (g *group) mainExit(ws unix.WaitStatus) {
 		return // finishIfEmpty closes Done
 	}
 	if g.grace == nil && !g.killSent {
-		g.s.log.Info("supervisor terminating stragglers in child group", "pgid", g.pgid)
-		g.terminate(syscall.SIGTERM)
+		g.s.log.Info("supervisor terminating stragglers in child group", "pgid", g.pgid, "grace", g.s.straggler.String())
+		g.terminate(syscall.SIGTERM, g.s.straggler)
 	}
 	if g.killSent && g.giveUp == nil {
 		g.giveUp = time.NewTimer(g.s.grace)

@@ -62,5 +62,9 @@ func (r *Restarts) Exited(now time.Time) (delay time.Duration, ok bool) {
 	return delay, true
 }
 
+// Forced counts a restart the agent chose (the child did not fail): it is
+// in Total but not in the window that judges a crash loop.
+func (r *Restarts) Forced() { r.total++ }
+
 // Total is the number of restarts allowed so far, over the child's life.
 func (r *Restarts) Total() int { return r.total }

@@ -28,13 +28,14 @@ import (
 // short so concurrent writers never interleave (PIPE_BUF).
 const (
 	envHelper    = "SUPERVISE_HELPER"
-	envChild     = "SUPERVISE_CHILD"     // supervisor: the main child's scenario
-	envGrace     = "SUPERVISE_GRACE"     // supervisor: Config.Grace
-	envStraggler = "SUPERVISE_STRAGGLER" // straggler child: its grandchild's scenario
-	envParent    = "SUPERVISE_PARENT"    // orphan: the pid of the parent that abandons it
-	envLinger    = "SUPERVISE_LINGER"    // supervisor: after Done, stay until all children are reaped
-	envChildren  = "SUPERVISE_CHILDREN"  // restarter: comma-separated child scenarios, run in turn
-	envHold      = "SUPERVISE_HOLD"      // restarter: before each restart, wait until Stopping closes
+	envChild     = "SUPERVISE_CHILD"           // supervisor: the main child's scenario
+	envGrace     = "SUPERVISE_GRACE"           // supervisor: Config.Grace
+	envStraggler = "SUPERVISE_STRAGGLER"       // straggler child: its grandchild's scenario
+	envParent    = "SUPERVISE_PARENT"          // orphan: the pid of the parent that abandons it
+	envLinger    = "SUPERVISE_LINGER"          // supervisor: after Done, stay until all children are reaped
+	envChildren  = "SUPERVISE_CHILDREN"        // restarter: comma-separated child scenarios, run in turn
+	envHold      = "SUPERVISE_HOLD"            // restarter: before each restart, wait until Stopping closes
+	envStragGr   = "SUPERVISE_STRAGGLER_GRACE" // supervisor, cycler: Config.StragglerGrace
 )
 
 // helperDeadline bounds every wait inside a helper so a broken supervisor
@@ -70,6 +71,8 @@ func runHelper(scenario string) int {
 		return startErrorsMain()
 	case scenario == "restarter":
 		return restarterMain()
+	case scenario == "cycler":
+		return cyclerMain()
 	case strings.HasPrefix(scenario, "exit:"):
 		code, _ := strconv.Atoi(strings.TrimPrefix(scenario, "exit:"))
 		return code
@@ -112,8 +115,9 @@ func runHelper(scenario string) int {
 // and exits with its code. SIGUSR1 stands for the heartbeat's stop action.
 func supervisorMain() int {
 	grace, _ := time.ParseDuration(os.Getenv(envGrace))
+	straggler, _ := time.ParseDuration(os.Getenv(envStragGr))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	sup := New(Config{Log: log, Grace: grace})
+	sup := New(Config{Log: log, Grace: grace, StragglerGrace: straggler})
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGUSR1)
 	go func() {
@@ -201,6 +205,38 @@ func restarterMain() int {
 	if err := sup.Restart(helperCmd("exit:0")); errors.Is(err, ErrStopping) {
 		report("supervisor restart refused: stopping signal=%d", sup.StopSignal())
 	}
+	return sup.ExitCode()
+}
+
+// cyclerMain plays the agent told that the Ray head restarted: it starts
+// SUPERVISE_CHILD, cycles it once the child had time to install its
+// handlers, reports the exit and
+// how long the cycle took, then restarts exit:5 and reports that exit.
+func cyclerMain() int {
+	grace, _ := time.ParseDuration(os.Getenv(envGrace))
+	straggler, _ := time.ParseDuration(os.Getenv(envStragGr))
+	sup := New(Config{Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), Grace: grace, StragglerGrace: straggler})
+	report("supervisor pid=%d", os.Getpid())
+	if err := sup.Start(helperCmd(os.Getenv(envChild))); err != nil {
+		report("supervisor start: %v", err)
+		return 99
+	}
+	time.Sleep(300 * time.Millisecond) // the child installs its handlers
+	start := time.Now()
+	sup.Cycle(straggler)
+	select {
+	case <-sup.Done():
+	case <-time.After(helperDeadline):
+		report("supervisor cycle: child still runs")
+		return 98
+	}
+	report("supervisor cycled exit=%d ms=%d", sup.ExitCode(), time.Since(start).Milliseconds())
+	if err := sup.Restart(helperCmd("exit:5")); err != nil {
+		report("supervisor restart after cycle: %v", err)
+		return 97
+	}
+	<-sup.Done()
+	report("supervisor exit %d", sup.ExitCode())
 	return sup.ExitCode()
 }
 

@@ -39,26 +39,38 @@ import (
 // Config.Grace is zero.
 const DefaultGrace = 10 * time.Second
 
+// DefaultStragglerGrace is how long what the main child left in its group
+// gets between SIGTERM and SIGKILL when Config.StragglerGrace is zero:
+// Ray's processes without their `ray start` have nothing to save, and the
+// next Ray waits for them (they hold its ports).
+const DefaultStragglerGrace = 2 * time.Second
+
 // Config configures a Supervisor.
 type Config struct {
 	Log *slog.Logger
 	// Grace is the time between the first terminating signal the group gets
-	// (forwarded, from Stop, or after the main child exited with stragglers
-	// left) and SIGKILL of the whole group. Zero means DefaultGrace.
+	// (forwarded, or from Stop) and SIGKILL of the whole group. Zero means
+	// DefaultGrace.
 	Grace time.Duration
+	// StragglerGrace replaces Grace where nobody asked for a stop: for what
+	// the main child left in its group when it exited on its own. Zero
+	// means DefaultStragglerGrace.
+	StragglerGrace time.Duration
 }
 
 // Supervisor runs one main child and is the reaper of everything below it.
 type Supervisor struct {
-	log   *slog.Logger
-	grace time.Duration
+	log       *slog.Logger
+	grace     time.Duration
+	straggler time.Duration // StragglerGrace
 
 	sigs      chan os.Signal // from signal.Notify: SIGCHLD and the forwarded signals
 	signalled chan os.Signal // copies of the forwarded signals, for the agent
 	stopReq   chan struct{}  // closed by Stop
 	stopOnce  sync.Once
-	restarts  chan startRequest // to the run goroutine, which forks on its locked thread
-	stopping  chan struct{}     // closed at Stop or the first forwarded signal
+	restarts  chan startRequest  // to the run goroutine, which forks on its locked thread
+	cycles    chan time.Duration // Cycle's requests (their grace) to the run goroutine
+	stopping  chan struct{}      // closed at Stop or the first forwarded signal
 
 	mu       sync.Mutex
 	started  bool
@@ -93,9 +105,15 @@ func New(cfg Config) *Supervisor {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
+	straggler := cfg.StragglerGrace
+	if straggler <= 0 {
+		straggler = DefaultStragglerGrace
+	}
 	return &Supervisor{
-		log:   log,
-		grace: grace,
+		log:       log,
+		grace:     grace,
+		straggler: straggler,
+		cycles:    make(chan time.Duration, 1),
 		// SIGCHLDs coalesce anyway (one pending is enough, the reaper loops);
 		// the room is for forwarded signals arriving while we reap.
 		sigs:      make(chan os.Signal, 16),
@@ -171,6 +189,18 @@ func (s *Supervisor) PID() int {
 // period. It returns at once; wait on Done. Calling it again does nothing.
 func (s *Supervisor) Stop() {
 	s.stopOnce.Do(func() { close(s.stopReq) })
+}
+
+// Cycle ends the current main child's group so that it can be restarted:
+// SIGTERM now and SIGKILL after grace, or SIGKILL at once when grace is
+// zero or less. Unlike Stop it is no stop: Stopping stays open and Restart
+// works once Done closes. It returns at once; a child already gone is left
+// alone.
+func (s *Supervisor) Cycle(grace time.Duration) {
+	select {
+	case s.cycles <- grace:
+	default: // one is pending already
+	}
 }
 
 // Done is closed once the current main child has been reaped and its

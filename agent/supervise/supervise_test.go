@@ -168,6 +168,47 @@ func TestStragglersEndWithMainChild(t *testing.T) {
 	}
 }
 
+// TestStragglersGetShortGrace proves what Ray left behind when its main
+// process exited on its own is killed after the straggler grace, not the
+// long grace a stop gets (issue 22: each restart waited 10 s for Ray's
+// stragglers).
+func TestStragglersGetShortGrace(t *testing.T) {
+	start := time.Now()
+	r := startSupervisor(t, "straggler", time.Minute, nil, envStraggler+"=straggler-stubborn", envStragGr+"="+shortGrace.String())
+	pid := field(t, r.expect("straggler ready"), "pid")
+	if got := r.wait(); got != 3 {
+		t.Errorf("exit: got %d, want the main child's 3", got)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("supervisor done after %v with a stubborn straggler, want about the %v straggler grace, not the 1 min grace", d, shortGrace)
+	}
+	if !gone(pid) {
+		t.Errorf("straggler %d outlived the supervisor", pid)
+	}
+}
+
+// TestCycleEndsChildForRestart proves Cycle ends a child that ignores
+// SIGTERM within the grace it is given (not the long grace a stop gets),
+// at once with no grace, and is no stop: Restart works after it.
+func TestCycleEndsChildForRestart(t *testing.T) {
+	for _, grace := range []time.Duration{shortGrace, 0} {
+		t.Run(grace.String(), func(t *testing.T) {
+			r := startHelper(t, "cycler", nil, envChild+"=ignore-term", envGrace+"=1m", envStragGr+"="+grace.String())
+			line := r.expect("supervisor cycled exit=")
+			if code := field(t, line, "exit"); code != 128+int(syscall.SIGKILL) {
+				t.Errorf("cycled child's exit %d, want SIGKILL's %d (it ignores SIGTERM)", code, 128+int(syscall.SIGKILL))
+			}
+			if ms := field(t, line, "ms"); ms > 5000 {
+				t.Errorf("cycle took %d ms, want about the %v grace", ms, grace)
+			}
+			r.expect("supervisor exit 5")
+			if got := r.wait(); got != 5 {
+				t.Errorf("exit: got %d, want the restarted child's 5", got)
+			}
+		})
+	}
+}
+
 // TestReapsOrphans proves the supervisor, though not PID 1, adopts double-
 // forked orphans (subreaper), reaps them while the main child still runs,
 // and still reports the main child's own status afterwards.

@@ -44,9 +44,13 @@ type Config struct {
 	// does not (GET /v1/provider); nil: kind "none".
 	Provider  func() wire.ProviderStatus
 	NodeTypes map[string]wire.NodeType
-	Env       Env
-	Metrics   *metrics.Metrics
-	Log       *slog.Logger
+	// Paused, when set, refuses new candidates of a node type whose
+	// renting is paused (409 node_type_paused): set when Ray's autoscaler
+	// creates the candidates, so it cannot rent a failing type forever.
+	Paused  func(nodeType string) bool
+	Env     Env
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
 }
 
 // Server is the admin API handler.
@@ -102,6 +106,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	if _, ok := s.cfg.NodeTypes[req.NodeType]; !ok {
 		return answer.Errorf(http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown node_type %q", req.NodeType), nil)
+	}
+	if s.cfg.Paused != nil && s.cfg.Paused(req.NodeType) {
+		return answer.Errorf(http.StatusConflict, "node_type_paused",
+			fmt.Sprintf("renting of node type %s is paused: too many of its candidates failed (the head's log says why)", req.NodeType), nil)
 	}
 	if e, bad := s.cfg.Blocklist.Blocked(req.HostID); bad && req.HostID != "" {
 		return answer.Errorf(http.StatusConflict, "host_blocklisted",

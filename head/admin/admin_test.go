@@ -218,3 +218,31 @@ func TestProviderStatus(t *testing.T) {
 		t.Errorf("vast halted: %d %s, want %s", rec.Code, rec.Body.String(), want)
 	}
 }
+
+// TestCreatePaused: with Paused set (Ray's autoscaler owns the count), a
+// candidate of a paused node type is refused 409 node_type_paused and not
+// rented; other types are created as before.
+func TestCreatePaused(t *testing.T) {
+	reg, _ := registry.Open(registry.Config{})
+	rent := &fakeRentals{reg: reg}
+	s := New(Config{Registry: reg, Blocklist: blocklist.New(time.Now), Rentals: rent,
+		NodeTypes: map[string]wire.NodeType{"gpu1": {GPUs: 1, MaxWorkers: 1}, "cpu": {MaxWorkers: 1}},
+		Paused:    func(n string) bool { return n == "gpu1" }})
+	for _, c := range []struct {
+		body     string
+		want     int
+		wantText string
+	}{
+		{`{"node_type":"gpu1"}`, 409, `"error":"node_type_paused"`},
+		{`{"node_type":"cpu"}`, 201, `"candidate_id"`},
+	} {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/candidates", strings.NewReader(c.body)))
+		if rec.Code != c.want || !strings.Contains(rec.Body.String(), c.wantText) {
+			t.Errorf("%s: %d %s, want %d with %s", c.body, rec.Code, rec.Body.String(), c.want, c.wantText)
+		}
+	}
+	if len(rent.rented) != 1 {
+		t.Errorf("rented %d, want 1 (the cpu candidate only)", len(rent.rented))
+	}
+}

@@ -126,6 +126,9 @@ func Validate(c *wire.Config) error {
 	if err := validateProvider(c); err != nil {
 		return err
 	}
+	if a := c.Autoscaler; a != nil && a.IdleTimeoutMinutes < 0 {
+		return fmt.Errorf("autoscaler.idle_timeout_minutes: must not be negative")
+	}
 	if c.HeartbeatIntervalS < 0 {
 		return fmt.Errorf("heartbeat_interval_s: must not be negative")
 	}

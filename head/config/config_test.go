@@ -25,6 +25,13 @@ func TestParseGood(t *testing.T) {
 	if err != nil || c.HeartbeatInterval != 2*time.Second {
 		t.Errorf("heartbeat_interval_s 2: %v %v", c, err)
 	}
+	if c.Autoscaler != nil {
+		t.Errorf("no autoscaler block: Autoscaler = %+v, want nil (the head scales)", c.Autoscaler)
+	}
+	c, err = Parse(strings.NewReader(strings.Replace(good, `"cluster":"c"`, `"cluster":"c","autoscaler":{"idle_timeout_minutes":0.5}`, 1)))
+	if err != nil || c.Autoscaler == nil || c.Autoscaler.IdleTimeoutMinutes != 0.5 {
+		t.Errorf("autoscaler block: %+v %v", c, err)
+	}
 }
 
 // TestParseRefuses proves each kind of bad config is refused with a reason
@@ -41,6 +48,8 @@ func TestParseRefuses(t *testing.T) {
 		{"no node types", `"node_types":{"gpu1"`, `"node_types":{},"x":{"gpu1"`, "unknown field"},
 		{"issuer no name", `"name":"ops"`, `"name":""`, "name"},
 		{"trailing", `"]}]}}`, `"]}]}}{}`, "trailing"},
+		{"negative idle timeout", `"cluster":"c"`, `"cluster":"c","autoscaler":{"idle_timeout_minutes":-1}`, "autoscaler.idle_timeout_minutes"},
+		{"unknown autoscaler field", `"cluster":"c"`, `"cluster":"c","autoscaler":{"idle":5}`, "unknown field"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := strings.Replace(good, c.from, c.to, 1)

@@ -84,7 +84,9 @@ func buildRows(cands []wire.Candidate, nodes []wire.Node, ctrs map[string]contai
 				r.Node, r.Done = true, true
 				end = n.EnrolledAt
 			case n.Ray.State == wire.RayRunning:
-				r.Step = "Ray started, waiting a heartbeat interval to see it stay up"
+				r.Step = "Ray joined, waiting a heartbeat interval to see it stay up"
+			case n.Ray.State == wire.RayStarting:
+				r.Step = "Ray starting: not in the Ray cluster yet" + heartbeatAge(n, now)
 			default:
 				r.Step = "Ray " + n.Ray.State + heartbeatAge(n, now)
 			}

@@ -140,7 +140,8 @@ func TestInertArgs(t *testing.T) {
 // TestRayMustStayUp proves the demo calls a node a success only when a
 // heartbeat a whole settle time after enrollment still says Ray runs with
 // no restart: Ray reported running by the first heartbeat and dead a second
-// later (no shim behind the NAT) is not "as designed".
+// later (no shim behind the NAT) is not "as designed"; a Ray still starting
+// (not in the cluster yet) is shown so and not counted.
 func TestRayMustStayUp(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	enrolled := t0.Add(2 * time.Second)
@@ -150,11 +151,13 @@ func TestRayMustStayUp(t *testing.T) {
 		{CandidateID: "early", State: wire.StateEnrolled, InstanceID: "i1", CreatedAt: t0},
 		{CandidateID: "late", State: wire.StateEnrolled, InstanceID: "i2", CreatedAt: t0},
 		{CandidateID: "restarted", State: wire.StateEnrolled, InstanceID: "i3", CreatedAt: t0},
+		{CandidateID: "joining", State: wire.StateEnrolled, InstanceID: "i4", CreatedAt: t0},
 	}
 	nodes := []wire.Node{
 		{InstanceID: "i1", EnrolledAt: enrolled, LastHeartbeat: &early, Ray: wire.RayStatus{State: wire.RayRunning}},
 		{InstanceID: "i2", EnrolledAt: enrolled, LastHeartbeat: &late, Ray: wire.RayStatus{State: wire.RayRunning}},
 		{InstanceID: "i3", EnrolledAt: enrolled, LastHeartbeat: &late, Ray: wire.RayStatus{State: wire.RayRunning, Restarts: 4, ExitCode: &exit}},
+		{InstanceID: "i4", EnrolledAt: enrolled, LastHeartbeat: &late, Ray: wire.RayStatus{State: wire.RayStarting}},
 	}
 	rows := buildRows(cands, nodes, nil, nil, late, 5*time.Second)
 	for _, c := range []struct {
@@ -162,9 +165,10 @@ func TestRayMustStayUp(t *testing.T) {
 		step       string
 		done, node bool
 	}{
-		{0, "Ray started, waiting", false, false},
+		{0, "Ray joined, waiting", false, false},
 		{1, "Ray running", true, true},
 		{2, "Ray restarted 4 times (last exit code 1)", true, false},
+		{3, "Ray starting: not in the Ray cluster yet", false, false}, // Ray alive, its node not joined
 	} {
 		r := rows[c.i]
 		if !strings.HasPrefix(r.Step, c.step) || r.Done != c.done || r.Node != c.node {

@@ -31,6 +31,10 @@ type Config struct {
 	// Destroy ends a node's candidate at once (through the provider, as a
 	// lost node is): called on a ray_crashloop report. Nil: only logged.
 	Destroy func(candidateID, reason string)
+	// RayHead is the ID of the Ray head that runs now (ok false while none
+	// is up); heartbeat answers carry it so nodes whose Ray joined an
+	// earlier one restart theirs at once. Nil: the head runs no Ray head.
+	RayHead func() (id string, ok bool)
 	Log     *slog.Logger
 	Now     func() time.Time
 }
@@ -134,7 +138,13 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		s.mu.Unlock()
 	}
 	s.cfg.Metrics.Heartbeat()
-	answer.JSON(w, http.StatusOK, wire.HeartbeatReply{IntervalS: s.IntervalS(), Action: action})
+	reply := wire.HeartbeatReply{IntervalS: s.IntervalS(), Action: action}
+	if s.cfg.RayHead != nil {
+		if id, ok := s.cfg.RayHead(); ok {
+			reply.RayHead = &wire.RayHeadRun{ID: id}
+		}
+	}
+	answer.JSON(w, http.StatusOK, reply)
 	return nil
 }
 

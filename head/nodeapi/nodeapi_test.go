@@ -27,7 +27,7 @@ type portB struct {
 	clk *rvtest.Clock
 }
 
-func newPortB(t testing.TB) *portB {
+func newPortB(t testing.TB, opts ...func(*Config)) *portB {
 	clk := rvtest.NewClock(time.Now())
 	ca, _, err := pki.NewCA(nil, "test", clk.Now())
 	if err != nil {
@@ -36,7 +36,11 @@ func newPortB(t testing.TB) *portB {
 	sc, _ := ca.IssueServer(nil, netip.MustParseAddr("127.0.0.1"), nil, clk.Now())
 	key, _ := pki.ParseKey(sc.KeyPEM.Reveal())
 	reg, _ := registry.Open(registry.Config{Now: clk.Now})
-	s := New(Config{Registry: reg, CA: ca.Pool(), Interval: 10 * time.Second, Now: clk.Now})
+	cfg := Config{Registry: reg, CA: ca.Pool(), Interval: 10 * time.Second, Now: clk.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := New(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -347,5 +351,36 @@ func TestCrashloopEndsAtOnce(t *testing.T) {
 	}
 	if st, _ := p.post(t, "127.0.3.1", &c1, "/heartbeat", hb("i1")); st != 403 {
 		t.Errorf("heartbeat after the crash loop ended the node: %d, want 403", st)
+	}
+}
+
+// TestReplyNamesRunningRayHead proves heartbeat answers name the Ray head
+// that runs now, by its ID, and name none while it is down or starting:
+// a node restarts its Ray when the ID changes, and must not restart it
+// toward a Ray head that is not up yet.
+func TestReplyNamesRunningRayHead(t *testing.T) {
+	var mu sync.Mutex
+	id, up := "", false
+	p := newPortB(t, func(c *Config) {
+		c.RayHead = func() (string, bool) { mu.Lock(); defer mu.Unlock(); return id, up }
+	})
+	c1, _ := p.enroll(t, "i1", "127.0.4.1")
+	for _, c := range []struct {
+		id   string
+		up   bool
+		want string
+	}{
+		{"aaaa", false, `{"interval_s":10,"action":"none"}`},
+		{"aaaa", true, `{"interval_s":10,"action":"none","ray_head":{"id":"aaaa"}}`},
+		{"bbbb", false, `{"interval_s":10,"action":"none"}`},
+		{"bbbb", true, `{"interval_s":10,"action":"none","ray_head":{"id":"bbbb"}}`},
+	} {
+		mu.Lock()
+		id, up = c.id, c.up
+		mu.Unlock()
+		st, got := p.post(t, "127.0.4.1", &c1, "/heartbeat", hb("i1"))
+		if st != 200 || strings.TrimSpace(got) != c.want {
+			t.Errorf("Ray head %s up %v: %d %s, want %s", c.id, c.up, st, got, c.want)
+		}
 	}
 }

@@ -19,11 +19,16 @@ const InstanceID = "head"
 const NodeTypeName = "head"
 
 // Command is the Ray head's argv (SPEC §8 head up): python -m
-// ray.scripts.scripts, the way the agent starts the nodes' Ray.
-func Command(python, address string) []string {
+// ray.scripts.scripts, the way the agent starts the nodes' Ray, with a
+// temp dir of its own (TempDir) when tempDir is set.
+func Command(python, address, tempDir string) []string {
 	host, port, _ := net.SplitHostPort(address)
-	return []string{python, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+	argv := []string{python, "-m", "ray.scripts.scripts", "start", "--head", "--block",
 		"--node-ip-address=" + host, "--port=" + port, "--disable-usage-stats"}
+	if tempDir != "" {
+		argv = append(argv, "--temp-dir="+tempDir)
+	}
+	return argv
 }
 
 // Env is base with the Ray head's TLS, token and instance variables set
@@ -98,4 +103,49 @@ func pathWith(base []string, python string) string {
 		return dir + ":" + path
 	}
 	return path
+}
+
+// WithAutoscaler is argv with Ray's autoscaler turned on: the monitor the
+// Ray head runs reads the cluster config at path (STATE/autoscaler.yaml)
+// and loads the plugin it names from the Ray head's PYTHONPATH.
+func WithAutoscaler(argv []string, path string) []string {
+	return append(append([]string(nil), argv...), "--autoscaling-config="+path)
+}
+
+// WithPythonPath is env with dir first on PYTHONPATH, the rest kept after
+// it (the stand-in Ray of the tests is found there too).
+func WithPythonPath(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	val := dir
+	for _, kv := range env {
+		if rest, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
+			if rest != "" {
+				val = dir + ":" + rest
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "PYTHONPATH="+val)
+}
+
+// HeartbeatTimeoutS is the AUTOSCALER_HEARTBEAT_TIMEOUT_S the Ray head
+// gets with the autoscaler on, unless head up's environment names one.
+// Ray's v1 autoscaler ends a node that has not reported to Ray this long
+// after the plugin first calls it up-to-date (enrolled); Ray's 30 s default
+// ended nodes whose Ray was still starting on a loaded machine, and Ray
+// launched new ones, over and over. A node whose Ray dies is ended by the
+// head anyway (the agent's crash-loop report, lost heartbeats).
+const HeartbeatTimeoutS = "300"
+
+// AutoscalerEnv is env for a Ray head running the autoscaler: the plugin's
+// dir first on PYTHONPATH and AUTOSCALER_HEARTBEAT_TIMEOUT_S defaulted.
+func AutoscalerEnv(env []string, pluginDir string) []string {
+	env = WithPythonPath(env, pluginDir)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "AUTOSCALER_HEARTBEAT_TIMEOUT_S=") {
+			return env
+		}
+	}
+	return append(env, "AUTOSCALER_HEARTBEAT_TIMEOUT_S="+HeartbeatTimeoutS)
 }

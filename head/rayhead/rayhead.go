@@ -1,11 +1,20 @@
 // Package rayhead runs the cluster's Ray head for `head up` and keeps it
-// running: the process is restarted with backoff when it exits, its output
-// goes to a log file in the state dir, and its state is written to a small
-// JSON file there so `head status` (another process) can show it.
+// running: the process is restarted when it exits (at once after a run
+// that came up, with backoff after one that did not), its output goes to a
+// log file in the state dir, and its state is written to a small JSON file
+// there so `head status` (another process) can show it.
+//
+// Each start is a new Ray head with an ID of its own: the head tells the
+// nodes that ID in heartbeat answers, and a node whose Ray joined another
+// one restarts its Ray at once instead of waiting for Ray's GCS timeout.
 package rayhead
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,7 +32,8 @@ import (
 // StateFile is the name of the state file in the state dir.
 const StateFile = "ray-head.json"
 
-// States a Status can be in.
+// States a Status can be in: starting from the process's start until
+// `ray start` says its runtime started (the GCS answers), then running.
 const (
 	Starting   = "starting"
 	Running    = "running"
@@ -32,9 +43,12 @@ const (
 
 // Status is what the state file holds.
 type Status struct {
-	State    string    `json:"state"`
-	Address  string    `json:"address"`
-	PID      int       `json:"pid,omitempty"`
+	State   string `json:"state"`
+	Address string `json:"address"`
+	PID     int    `json:"pid,omitempty"`
+	// ID is new at each start of the Ray head; the nodes hear it once the
+	// Ray head runs (Current).
+	ID       string    `json:"id,omitempty"`
 	Since    time.Time `json:"since"`
 	Restarts int       `json:"restarts"`
 	LastExit string    `json:"last_exit,omitempty"`
@@ -49,12 +63,16 @@ type Config struct {
 	Command []string // argv; Command[0] is looked up in PATH
 	Env     []string // the whole environment of the process
 	Address string   // ip:port, for the status only
-	LogPath string   // appended to; the process's stdout and stderr
+	// TempDir is the Ray head's own --temp-dir (see TempDir): its stale
+	// ray_current_cluster file is removed before each start.
+	TempDir string
+	LogPath string // appended to; the process's stdout and stderr
 	// StatePath is where the Status is written ("" writes nothing).
 	StatePath string
-	// MinBackoff and MaxBackoff bound the wait before a restart (defaults 1 s
-	// and 30 s); the wait doubles per quick exit and resets after a run of
-	// StableAfter (default 60 s).
+	// A Ray head that came up (running) and exits is restarted at once.
+	// One that exits before it came up waits MinBackoff (default 1 s), then
+	// twice that, up to MaxBackoff (default 30 s); a run that came up or
+	// lasted StableAfter (default 60 s) resets the wait.
 	MinBackoff, MaxBackoff, StableAfter time.Duration
 	// StopGrace is how long a SIGTERM is given before SIGKILL (default 10 s).
 	StopGrace time.Duration
@@ -125,7 +143,7 @@ func (s *Supervisor) set(f func(*Status)) {
 }
 
 // Start launches the first process and returns once it runs (or failed to
-// start); Run keeps it running. Started tells the caller it is up.
+// start); Run keeps it running.
 func (s *Supervisor) Start() (*Run, error) {
 	logf, err := os.OpenFile(s.cfg.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -141,6 +159,14 @@ func (s *Supervisor) Start() (*Run, error) {
 	return &Run{s: s, logf: logf, cmd: cmd, done: done}, nil
 }
 
+// Current is the ID of the Ray head that runs now; ok is false while none
+// is up (starting, restarting, stopped).
+func (s *Supervisor) Current() (id string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.ID, s.st.State == Running
+}
+
 // Run is a started supervisor.
 type Run struct {
 	s    *Supervisor
@@ -149,21 +175,99 @@ type Run struct {
 	done chan error
 }
 
+// Current is the supervisor's Current.
+func (r *Run) Current() (id string, ok bool) { return r.s.Current() }
+
+// StartedLine is what `ray start` prints once its node is in the cluster
+// (Ray 2.52 and 2.60, ray/scripts/scripts.py: after the GCS answered and,
+// on a worker, after the raylet registered with it).
+const StartedLine = "Ray runtime started"
+
 func (s *Supervisor) spawn(logf io.Writer) (*exec.Cmd, chan error, error) {
+	if s.cfg.TempDir != "" {
+		// Ray refuses to start a head "already running at" its address when
+		// this file names it and any process on the machine (a Docker
+		// node's raylet included) carries that GCS address in its argv.
+		if err := os.Remove(filepath.Join(s.cfg.TempDir, "ray_current_cluster")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.cfg.Log.Warn("ray head: stale cluster address file", "err", err)
+		}
+	}
+	id := newID()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ray head output pipe: %w", err)
+	}
 	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
 	cmd.Env = s.cfg.Env
-	cmd.Stdout, cmd.Stderr = logf, logf
+	// A pipe of our own, not os/exec's: Ray's daemons may hold its write
+	// end after `ray start` is gone, and Wait must not wait for them.
+	cmd.Stdout, cmd.Stderr = w, w
 	// Its own process group: Ctrl-C at the terminal reaches head only, which
 	// then stops Ray in order; and a stop reaches Ray's children too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
 		return nil, nil, fmt.Errorf("start ray head: %w", err)
 	}
+	go s.watchOutput(r, logf, id)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	s.set(func(st *Status) { st.State = Running; st.PID = cmd.Process.Pid })
-	s.cfg.Log.Info("ray head running", "pid", cmd.Process.Pid, "address", s.cfg.Address, "log", s.cfg.LogPath)
+	s.set(func(st *Status) { st.State = Starting; st.PID = cmd.Process.Pid; st.ID = id })
+	s.cfg.Log.Info("ray head starting", "pid", cmd.Process.Pid, "id", id, "address", s.cfg.Address, "log", s.cfg.LogPath)
 	return cmd, done, nil
+}
+
+// watchOutput copies the Ray head's output to the log and marks that start
+// running once Ray says its runtime started.
+func (s *Supervisor) watchOutput(r *os.File, logf io.Writer, id string) {
+	defer r.Close()
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if len(line) > 0 {
+			_, _ = io.WriteString(logf, line)
+			if strings.Contains(line, StartedLine) {
+				s.markRunning(id)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *Supervisor) markRunning(id string) {
+	s.mu.Lock()
+	now := s.st.ID == id && s.st.State == Starting
+	s.mu.Unlock()
+	if !now {
+		return
+	}
+	s.set(func(st *Status) {
+		if st.ID == id && st.State == Starting {
+			st.State = Running
+		}
+	})
+	s.cfg.Log.Info("ray head running", "id", id, "address", s.cfg.Address)
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// TempDir is the Ray head's own temp dir for the state dir stateDir:
+// short (Ray's Unix socket paths in it must stay under 107 bytes), and one
+// per state dir, so no other Ray on the machine shares its address file.
+func TempDir(stateDir string) string {
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join(os.TempDir(), "rayvast-"+hex.EncodeToString(sum[:6]))
 }
 
 // Wait supervises until ctx ends, then stops the process (SIGTERM to its
@@ -181,18 +285,26 @@ func (r *Run) Wait(ctx context.Context) {
 			return
 		case err := <-r.done:
 			exit := exitText(err)
-			if s.cfg.Now().Sub(started) >= s.cfg.StableAfter {
-				backoff = s.cfg.MinBackoff
+			r.endGroup()
+			cameUp := s.Status().State == Running
+			delay := backoff
+			switch {
+			case cameUp:
+				delay, backoff = 0, s.cfg.MinBackoff
+			case s.cfg.Now().Sub(started) >= s.cfg.StableAfter:
+				delay, backoff = s.cfg.MinBackoff, s.cfg.MinBackoff
 			}
 			s.set(func(st *Status) { st.State = Restarting; st.PID = 0; st.LastExit = exit; st.Restarts++ })
-			s.cfg.Log.Warn("ray head exited; restarting", "exit", exit, "in", backoff.String(), "log", s.cfg.LogPath)
-			select {
-			case <-ctx.Done():
-				s.set(func(st *Status) { st.State = Stopped })
-				return
-			case <-time.After(backoff):
+			s.cfg.Log.Warn("ray head exited; restarting", "exit", exit, "in", delay.String(), "log", s.cfg.LogPath)
+			if delay > 0 {
+				select {
+				case <-ctx.Done():
+					s.set(func(st *Status) { st.State = Stopped })
+					return
+				case <-time.After(delay):
+				}
+				backoff = min(2*backoff, s.cfg.MaxBackoff)
 			}
-			backoff = min(2*backoff, s.cfg.MaxBackoff)
 			for {
 				cmd, done, err := s.spawn(r.logf)
 				if err == nil {
@@ -210,6 +322,25 @@ func (r *Run) Wait(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// endGroup ends what an exited Ray head left in its process group and
+// waits (at most StopGrace) until the group is empty: a dashboard of the
+// last one still holding 127.0.0.1:8265 makes the next one wait 60 s for
+// its own and come up without it.
+func (r *Run) endGroup() {
+	pid := r.cmd.Process.Pid
+	if err := syscall.Kill(-pid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
+		return
+	}
+	deadline := time.Now().Add(r.s.cfg.StopGrace)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.s.cfg.Log.Warn("ray head: processes of the last run still there", "pgid", pid)
 }
 
 func (r *Run) stop() {

@@ -15,6 +15,7 @@ type tally struct {
 	failed     int              // within FailureWindow: rent spares
 	failedLong int              // within PauseWindow: pause renting
 	reasons    map[string]int   // of failedLong, for the pause's log line
+	toReplace  []string         // RayScales: failed candidates to rent a spare for
 }
 
 // failLong counts one failure within the pause window under its reason.

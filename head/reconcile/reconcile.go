@@ -111,6 +111,15 @@ type Config struct {
 	// while the live rentals cost that much (the driver caps each rental
 	// at what is left). 0 = no cap.
 	MaxDPHTotal float64
+	// RayScales: Ray's autoscaler decides how many nodes of each type run
+	// (the config's autoscaler block). The loop then creates nothing to
+	// reach min_workers and ends nothing above max_workers; it still ends
+	// lost and late candidates and replaces each failed one with a spare
+	// (Spares -1: none), see rayscales.go.
+	RayScales bool
+	// Pauses, when set, is where the loop records paused node types for
+	// others to read (the admin API, with RayScales).
+	Pauses *Pauses
 	// DownFile, when it exists, means `head down`: end everything.
 	DownFile string
 	Now      func() time.Time
@@ -125,6 +134,8 @@ type Loop struct {
 	paused    map[string]bool // node types not rented: too many failures
 	halted    string          // the provider's halt the loop last logged
 	lastSweep time.Time
+	started   time.Time       // RayScales: failures before it are not replaced
+	replaced  map[string]bool // RayScales: failed candidates already replaced
 }
 
 // New returns a Loop.
@@ -158,7 +169,7 @@ func New(cfg Config) *Loop {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{cfg: cfg, spares: map[string]bool{}, paused: map[string]bool{}}
+	return &Loop{cfg: cfg, spares: map[string]bool{}, paused: map[string]bool{}, started: cfg.Now(), replaced: map[string]bool{}}
 }
 
 // Run ticks until ctx ends. A stale down marker of an earlier `head down` is
@@ -211,6 +222,9 @@ func (l *Loop) pause(n string, failed int, reasons map[string]int) bool {
 		l.paused[n] = true
 	} else {
 		delete(l.paused, n)
+	}
+	if l.cfg.Pauses != nil {
+		l.cfg.Pauses.set(n, stop)
 	}
 	return stop
 }

@@ -36,6 +36,8 @@ type ServeConfig struct {
 	EnrollTimeout time.Duration
 	Spares        int
 	MaxDPHTotal   float64 // the config's max_dph_total (0: no cap)
+	RayScales     bool    // the config's autoscaler block: Ray owns the count (Config.RayScales)
+	Pauses        *Pauses // where paused node types are recorded (Config.Pauses)
 	Log           *slog.Logger
 }
 
@@ -61,7 +63,7 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 			"remove it with `head down` or `nft delete table inet "+table+"` if it is not another head's", "table", "inet "+table)
 	}
 	c := Config{Cluster: InProcess(cfg.Admin, cfg.End), Rentals: cfg.Rentals, Blocklist: cfg.Blocklist, Status: cfg.Status, NodeTypes: cfg.NodeTypes,
-		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, MaxDPHTotal: cfg.MaxDPHTotal, Log: cfg.Log}
+		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, MaxDPHTotal: cfg.MaxDPHTotal, RayScales: cfg.RayScales, Pauses: cfg.Pauses, Log: cfg.Log}
 	if fw != nil {
 		c.Firewall = fw
 	}

@@ -17,7 +17,7 @@ import (
 // down, all), scale each node type, destroy leaked rentals, sync the
 // firewall.
 func (l *Loop) Tick(ctx context.Context) (Result, error) {
-	p := &pass{l: l, ctx: ctx, res: Result{Created: map[string]int{}, Ended: map[string]string{}}}
+	p := &pass{l: l, ctx: ctx, res: Result{Created: map[string]int{}, Ended: map[string]string{}}, failedSeen: map[string]bool{}}
 	p.down = l.cfg.DownFile != "" && exists(l.cfg.DownFile)
 	p.res.Down = p.down
 	// Rentals first, candidates second: a candidate is made before its
@@ -37,8 +37,13 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	l.forgetSpares(p.live)
 	if !p.down {
 		for _, n := range sortedKeys(l.cfg.NodeTypes) {
-			p.scale(n, cands)
+			if l.cfg.RayScales {
+				p.replaceFailed(n, cands)
+			} else {
+				p.scale(n, cands)
+			}
 		}
+		p.forgetReplaced()
 	}
 	p.destroyLeaks(rentals)
 	p.syncFirewall()
@@ -58,6 +63,8 @@ type pass struct {
 	// rentals are this sweep's rentals by candidate (empty between sweeps)
 	rentals map[string]provider.Rental
 	halted  bool // the provider rents nothing now
+	// failedSeen: failed candidates listed in this pass (RayScales).
+	failedSeen map[string]bool
 }
 
 // listRentals lists the provider's rentals when a sweep is due (every
@@ -113,6 +120,7 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 		p.end(c, ReasonLost)
 		t.failed++
 		t.failLong(ReasonLost)
+		p.noteFailure(t, c, true)
 	case wire.StatePending, wire.StateRented, wire.StateRunning:
 		switch {
 		case p.down:
@@ -121,6 +129,7 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 			p.end(c, ReasonEnrollTimeout)
 			t.failed++
 			t.failLong(ReasonEnrollTimeout)
+			p.noteFailure(t, c, true)
 		default:
 			t.inflight = append(t.inflight, c)
 			p.live[c.CandidateID] = c
@@ -135,6 +144,7 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 	case wire.StateEnded:
 		if !notFailures[c.Reason] && p.now.Sub(c.UpdatedAt) < cfg.FailureWindow {
 			t.failed++
+			p.noteFailure(t, c, false)
 		}
 		if !notFailures[c.Reason] && p.now.Sub(c.UpdatedAt) < cfg.PauseWindow {
 			t.failLong(c.Reason) // ray_version included: a wrong image fails every rental alike

@@ -173,6 +173,9 @@ func runLogged(ctx context.Context, name string, args ...string) error {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// PYTHONDONTWRITEBYTECODE cleared: pip then compiles Ray's modules once
+	// here, and the candidate image carries the byte code (a Ray process
+	// imports hundreds of modules at every start).
 	cmd.Env = append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PYTHONDONTWRITEBYTECODE=")
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%w: %s", err, tail(out.String(), 1500))

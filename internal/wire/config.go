@@ -16,9 +16,20 @@ type Config struct {
 	PublicLogs bool `json:"public_logs,omitempty"`
 	// MaxDPHTotal caps the cluster's $/hour, spares included; 0 = no cap.
 	MaxDPHTotal float64 `json:"max_dph_total,omitempty"`
+	// Autoscaler, when present, hands the node count to Ray's autoscaler:
+	// head up starts the Ray head with STATE/autoscaler.yaml and the plugin,
+	// and the head's reconcile no longer scales node types itself.
+	Autoscaler *AutoscalerConfig `json:"autoscaler,omitempty"`
 	// Optional knobs beyond the SPEC's names; zero means the default.
 	HeartbeatIntervalS     int `json:"heartbeat_interval_s,omitempty"`     // default 30
 	HealthFailureThreshold int `json:"health_failure_threshold,omitempty"` // default 3
+}
+
+// AutoscalerConfig is the config's autoscaler block.
+type AutoscalerConfig struct {
+	// IdleTimeoutMinutes is Ray's idle_timeout_minutes: a node idle this
+	// long is ended (its rental too). 0 = 5 minutes.
+	IdleTimeoutMinutes float64 `json:"idle_timeout_minutes,omitempty"`
 }
 
 // RayHead names the Ray head the nodes join.

@@ -27,6 +27,14 @@
 //	   only after the head's close, so no agent port is left in TCP
 //	   TIME_WAIT for Ray; a head of this version still takes an old
 //	   agent's close-first answer.
+//	   Later, additive (issue 22): the heartbeat reply gains ray_head
+//	   {"id"} while the head's Ray head runs; a node whose Ray joined a
+//	   Ray head no longer named ends its Ray at once, heartbeats every
+//	   second until one is named and then starts Ray (another ID named
+//	   outright restarts it at once); ray.state "running" now
+//	   means the node joined Ray's cluster ("starting" until then, after
+//	   every restart too); report event ray_not_joined (Ray's last words
+//	   when it did not join within the agent's bound).
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

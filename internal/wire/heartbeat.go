@@ -1,6 +1,8 @@
 package wire
 
-// Ray process states in heartbeats.
+// Ray process states in heartbeats: starting from Ray's (re)start until
+// the node has joined the Ray cluster (`ray start` said its runtime
+// started, which it does once the GCS lists the node), then running.
 const (
 	RayStarting = "starting"
 	RayRunning  = "running"
@@ -34,6 +36,16 @@ type RayStatus struct {
 type HeartbeatReply struct {
 	IntervalS int    `json:"interval_s"`
 	Action    string `json:"action"`
+	// RayHead is the Ray head the head runs, while it runs (absent when the
+	// head runs none, or while it is starting): a node whose Ray joined a
+	// Ray head no longer named, or named with another ID, restarts its Ray
+	// at once (version 2, later; see the protocol history).
+	RayHead *RayHeadRun `json:"ray_head,omitempty"`
+}
+
+// RayHeadRun names one run of the cluster's Ray head.
+type RayHeadRun struct {
+	ID string `json:"id"` // new at each start of the Ray head
 }
 
 // Report is the body of POST /report (answered 204).
@@ -50,4 +62,5 @@ const (
 	EventRayRestarted = "ray_restarted"
 	EventRayCrashloop = "ray_crashloop" // the head ends the node at once
 	EventStopping     = "stopping"
+	EventRayNotJoined = "ray_not_joined" // Ray did not join within the agent's bound; detail: Ray's last words
 )

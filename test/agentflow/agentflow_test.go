@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -229,9 +230,17 @@ func expectedArgv(t *testing.T, state, tempDir string) []string {
 	if r.NodeName != instanceID || r.NumCPUs != 57-4 {
 		t.Errorf("bundle ray.node_name %q num_cpus %d, want %s and 53 (worker ports minus 4)", r.NodeName, r.NumCPUs, instanceID)
 	}
-	if len(r.Labels) > 0 {
-		lab, _ := json.Marshal(r.Labels)
-		argv = append(argv, "--labels="+string(lab))
+	if len(r.Labels) > 0 { // Ray's own k=v,… form (JSON is deprecated since 2.52)
+		keys := make([]string, 0, len(r.Labels))
+		for k := range r.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		pairs := make([]string, len(keys))
+		for i, k := range keys {
+			pairs[i] = k + "=" + r.Labels[k]
+		}
+		argv = append(argv, "--labels="+strings.Join(pairs, ","))
 	}
 	return argv
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,6 +82,13 @@ func startRayCluster(t testing.TB, version string, workers int, upArgs ...string
 // and max_workers apart (min 0: candidates come only from the admin API).
 func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers int, upArgs ...string) *rayCluster {
 	t.Helper()
+	return startRayClusterEdit(t, version, minWorkers, maxWorkers, nil, upArgs...)
+}
+
+// startRayClusterEdit is startRayClusterMinMax with edit applied to the
+// config before head up reads it.
+func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers int, edit func(cfg map[string]any), upArgs ...string) *rayCluster {
+	t.Helper()
 	image, python := rayImage(t, version)
 	name := fmt.Sprintf("%sray-%d", clusterPrefix, time.Now().UnixNano()%1e6)
 	c := &rayCluster{t: t, name: name, dir: t.TempDir(), python: python, out: &rvtest.Buffer{}, done: make(chan error, 1),
@@ -96,14 +105,21 @@ func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers 
 		"heartbeat_interval_s": heartbeatInterval,
 		"public_logs":          true,
 	}
+	if edit != nil {
+		edit(cfg)
+	}
 	b, _ := json.Marshal(cfg)
 	c.cfgPath = filepath.Join(c.dir, "cluster.json")
 	c.state = filepath.Join(c.dir, "cluster.state")
 	if err := os.WriteFile(c.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Ports A and B of their own, not 8443/8444: another head on this
+	// machine with its firewall on drops every connection to its ports
+	// whatever the destination address (head/firewall matches dport only).
 	args := append([]string{"up", "--config", c.cfgPath, "--python", python, "--agent", suite.agent,
-		"--bootloader", filepath.Join(suite.repo, "bootloader.sh")}, upArgs...)
+		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
+		"--listen-a", c.headIP + ":" + gcsPort(t), "--listen-b", c.headIP + ":" + gcsPort(t)}, upArgs...)
 	c.cmd = exec.Command(suite.head, args...)
 	c.cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
@@ -245,3 +261,6 @@ func gcsPort(t testing.TB) string {
 	t.Fatal("no free port in 6400-7999 for the Ray head")
 	return ""
 }
+
+// sortedKeys lists a map's keys in order, for stable messages.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

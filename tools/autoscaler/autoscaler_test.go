@@ -110,3 +110,11 @@ func TestWithHead(t *testing.T) {
 	})
 	unittest(t, py, []string{"RAYVAST_TEST_ADMIN_SOCKET=" + sock}, "test_with_head")
 }
+
+// TestWithRay runs test_with_ray.py under the newest real Ray's Python:
+// the plugin's tag names and statuses are those of Ray's
+// ray.autoscaler.tags, with Ray and without it, and a create the head
+// refuses reaches Ray as its NodeLaunchException.
+func TestWithRay(t *testing.T) {
+	unittest(t, rvtest.RayPython(t, rvtest.RayNewest), nil, "test_with_ray")
+}

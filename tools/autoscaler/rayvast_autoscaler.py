@@ -29,7 +29,13 @@ Ray cluster YAML:
       disable_launch_config_check: true  # a monitor restart ends nothing
 
 The complete file is example.yaml beside this module; `head up` writes one
-for its cluster (STATE/autoscaler.yaml).
+for its cluster (STATE/autoscaler.yaml) and, with the config's autoscaler
+block, starts the Ray head with it and this module (built into head) on
+its PYTHONPATH.
+
+Tag names and statuses are Ray's own (ray.autoscaler.tags) when Ray is
+importable. A create the head refuses reaches Ray as its
+NodeLaunchException. A candidate's IP is Ray's only once it enrolls.
 
 The join token the head returns on create is dropped at once: it is the
 head's business to hand it to the rental, never the autoscaler's to log.
@@ -39,6 +45,7 @@ import http.client
 import json
 import logging
 import socket
+import sys
 import threading
 import urllib.parse
 
@@ -52,26 +59,63 @@ except ImportError:  # pragma: no cover - exercised only without Ray
             self.cluster_name = cluster_name
 
 
+try:  # Ray's way for a provider to say why a launch failed.
+    from ray.autoscaler.node_launch_exception import NodeLaunchException
+except ImportError:  # pragma: no cover - exercised only without Ray
+    NodeLaunchException = None
+
 logger = logging.getLogger(__name__)
 
-# Ray's tag names (ray.autoscaler.tags), spelled out so the module works
-# without Ray.
-TAG_RAY_NODE_KIND = "ray-node-kind"
-TAG_RAY_USER_NODE_TYPE = "ray-user-node-type"
-TAG_RAY_NODE_STATUS = "ray-node-status"
-TAG_RAY_NODE_NAME = "ray-node-name"
-NODE_KIND_WORKER = "worker"
-NODE_KIND_HEAD = "head"
+try:  # Ray's own tag names and statuses: what its autoscalers read.
+    from ray.autoscaler import tags as _ray_tags
+except ImportError:  # pragma: no cover - exercised only without Ray
+    _ray_tags = None
+
+# What Ray 2.52-2.60's ray.autoscaler.tags says, used only without Ray
+# (test_with_ray checks each against the real module). Ray's key for a
+# node's kind is "ray-node-type" ("for legacy reasons", says its tags.py).
+RAY_TAGS_WITHOUT_RAY = {
+    "TAG_RAY_NODE_KIND": "ray-node-type",
+    "TAG_RAY_USER_NODE_TYPE": "ray-user-node-type",
+    "TAG_RAY_NODE_STATUS": "ray-node-status",
+    "TAG_RAY_NODE_NAME": "ray-node-name",
+    "NODE_KIND_WORKER": "worker",
+    "NODE_KIND_HEAD": "head",
+    "STATUS_UP_TO_DATE": "up-to-date",
+    "STATUS_UNINITIALIZED": "uninitialized",
+    "STATUS_WAITING_FOR_SSH": "waiting-for-ssh",
+    "STATUS_UPDATE_FAILED": "update-failed",
+}
+
+
+def _ray_name(name):
+    if _ray_tags is not None and hasattr(_ray_tags, name):
+        return getattr(_ray_tags, name)
+    return RAY_TAGS_WITHOUT_RAY[name]
+
+
+TAG_RAY_NODE_KIND = _ray_name("TAG_RAY_NODE_KIND")
+TAG_RAY_USER_NODE_TYPE = _ray_name("TAG_RAY_USER_NODE_TYPE")
+TAG_RAY_NODE_STATUS = _ray_name("TAG_RAY_NODE_STATUS")
+TAG_RAY_NODE_NAME = _ray_name("TAG_RAY_NODE_NAME")
+NODE_KIND_WORKER = _ray_name("NODE_KIND_WORKER")
+NODE_KIND_HEAD = _ray_name("NODE_KIND_HEAD")
+STATUS_UP_TO_DATE = _ray_name("STATUS_UP_TO_DATE")
+STATUS_UNINITIALIZED = _ray_name("STATUS_UNINITIALIZED")
+STATUS_WAITING_FOR_SSH = _ray_name("STATUS_WAITING_FOR_SSH")
+STATUS_UPDATE_FAILED = _ray_name("STATUS_UPDATE_FAILED")
 HEAD_NODE_ID = "head"  # the Ray head's RAY_CLOUD_INSTANCE_ID (head/rayhead)
 HEAD_NODE_TYPE = "head"
-STATUS_UP_TO_DATE = "up-to-date"
-STATUS_UNINITIALIZED = "uninitialized"
-STATUS_WAITING_FOR_SSH = "waiting-for-ssh"
-STATUS_UPDATE_FAILED = "update-failed"
 
 # Candidate states (SPEC section 8).
 LIVE_STATES = ("pending", "rented", "running", "enrolled", "lost")
 RUNNING_STATES = ("running", "enrolled")
+# Ray's v1 autoscaler keys what it knows of a node (last used, last
+# heartbeat) by IP, and public IPs are reused: a new rental may get the IP
+# of one that just ended, whose idle time Ray still holds. A candidate's IP
+# is told to Ray only once its node is the one at that IP (enrolled); until
+# then Ray forgets the old node's entry (it prunes IPs no node lists).
+IP_STATES = ("enrolled", "lost")
 
 _STATUS_BY_STATE = {
     "pending": STATUS_UNINITIALIZED,
@@ -259,8 +303,10 @@ class RayvastNodeProvider(NodeProvider):
     def external_ip(self, node_id):
         if node_id == HEAD_NODE_ID:
             return self.provider_config.get("head_ip") or None
-        c = self._get(node_id)
-        return (c or {}).get("public_ip") or None
+        c = self._get(node_id) or {}
+        if c.get("state") not in IP_STATES:
+            return None
+        return c.get("public_ip") or None
 
     def internal_ip(self, node_id):
         # vast hosts share no private network: Ray reaches nodes at their
@@ -274,7 +320,16 @@ class RayvastNodeProvider(NodeProvider):
             raise ValueError("rayvast provider: no node type (tag %s or node_config.node_type)" % TAG_RAY_USER_NODE_TYPE)
         created = {}
         for _ in range(count):
-            node_id = self.admin.create(node_type)
+            try:
+                node_id = self.admin.create(node_type)
+            except AdminError as e:
+                # Ray's v1 autoscaler records a NodeLaunchException against
+                # the node type (shown under "Recent failures" and kept out
+                # of its plans for a while); a plain exception is only logged.
+                # The head refuses e.g. a paused type (node_type_paused).
+                if NodeLaunchException is None:
+                    raise
+                raise NodeLaunchException(e.code or "admin_error", str(e), sys.exc_info()) from e
             with self._lock:
                 self._tags[node_id] = dict(tags)
                 self._cache[node_id] = {"candidate_id": node_id, "node_type": node_type, "state": "pending"}

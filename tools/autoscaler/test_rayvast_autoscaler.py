@@ -163,6 +163,18 @@ class ProviderTest(unittest.TestCase):
         self.p.terminate_node("c1")  # again: the head says 204 or 404, both fine
         self.p.terminate_node("nope")  # unknown: 404 is terminated
 
+    def test_ip_only_once_enrolled(self):
+        # A rented candidate may have the public IP of a node that just
+        # ended, whose idle time Ray keeps by IP: Ray would end the new one
+        # as idle at once. Its IP is told once it enrolls.
+        self.admin.cands["r"] = {"candidate_id": "r", "node_type": "gpu", "state": "running", "public_ip": "203.0.113.8"}
+        self.p.non_terminated_nodes({})
+        self.assertIsNone(self.p.internal_ip("r"))
+        self.assertIsNone(self.p.external_ip("r"))
+        self.admin.cands["r"]["state"] = "enrolled"
+        self.p.non_terminated_nodes({})
+        self.assertEqual(self.p.internal_ip("r"), "203.0.113.8")
+
     def test_destroy_requested_is_ended(self):
         self.admin.cands["x"] = {"candidate_id": "x", "node_type": "gpu", "state": "destroy_requested"}
         self.assertEqual(self.p.non_terminated_nodes({ra.TAG_RAY_NODE_KIND: "worker"}), [])

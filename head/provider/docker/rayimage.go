@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"time"
@@ -22,8 +23,10 @@ import (
 // and `python3 -c 'import ray'` works with no PYTHONPATH in the rental env,
 // as in an image with Ray pip-installed).
 const (
-	raySiteDir = "/opt/ray/site-packages"
-	rayPthName = "rayvast-ray.pth"
+	raySiteDir    = "/opt/ray/site-packages"
+	rayPthName    = "rayvast-ray.pth"
+	debianSiteDir = "/usr/lib/python3/dist-packages"      // the debootstrap base's Python reads .pth files here
+	rayRecipe     = "ray 2: site-packages with byte code" // bump when the Ray layer's steps change
 )
 
 // buildRayImage returns the candidate image with real Ray (cfg.RayVersion
@@ -44,7 +47,7 @@ func buildRayImage(ctx context.Context, cfg ImageConfig, base string) (string, e
 	if err != nil {
 		return "", err
 	}
-	pth := fakerayPth[:strings.LastIndexByte(fakerayPth, '/')] + "/" + rayPthName
+	pth := debianSiteDir + "/" + rayPthName
 	info, err := cfg.Engine.InspectImage(ctx, base)
 	if err != nil {
 		return "", fmt.Errorf("candidate image: %w", err)
@@ -98,7 +101,7 @@ func buildRayImage(ctx context.Context, cfg ImageConfig, base string) (string, e
 // (name-version) and the extra env.
 func rayTag(base, version string, dists, env []string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00ray\x00%s\x00", imageRecipe, base, version)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00", imageRecipe, rayRecipe, base, version)
 	for _, d := range dists {
 		fmt.Fprintf(h, "dist\x00%s\x00", d)
 	}
@@ -135,10 +138,13 @@ func pyQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + 
 
 // putDir streams the host dir src into the container at dst (which
 // exists), with GNU tar: modes (Ray's raylet and GCS server are
-// executables) and symlinks kept, Python's caches left out.
+// executables), symlinks and mtimes kept. Python's byte-code caches go too:
+// the image's Python is the venv's version, the kept mtimes keep them valid,
+// and without them every Ray process on a node would compile Ray's modules
+// again at each start.
 func putDir(ctx context.Context, cfg ImageConfig, id, src, dst string) error {
 	cmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "--owner=0", "--group=0",
-		"--exclude=__pycache__", "-C", src, "-cf", "-", ".")
+		"-C", src, "-cf", "-", ".")
 	stream, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -149,7 +155,7 @@ func putDir(ctx context.Context, cfg ImageConfig, id, src, dst string) error {
 		return fmt.Errorf("tar %s: %w", src, err)
 	}
 	putErr := cfg.Engine.PutArchive(ctx, id, dst, stream)
-	_, _ = bytes.NewBuffer(nil).ReadFrom(stream)
+	_, _ = io.Copy(io.Discard, stream) // let tar finish if the Engine stopped reading
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("tar %s: %w: %s", src, err, tarErr.String())
 	}

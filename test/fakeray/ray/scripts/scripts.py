@@ -183,6 +183,10 @@ class Run:
             if not started and got["started"]:
                 started = True
                 say("fakeray started")
+                # Ray's own words once its node is in the cluster (scripts.py
+                # `start`, after the raylet registered with the GCS): what
+                # the agent and the head wait for before saying "running".
+                say("--------------------\nRay runtime started.\n--------------------")
             dead = self.tree.unexpected_deaths()
             if dead:
                 sys.stderr.write("Some Ray subprocesses exited unexpectedly: %s\nRemaining processes will be killed.\n" % dead)
