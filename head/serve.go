@@ -111,6 +111,9 @@ type serveHooks struct {
 	provider func(ctx context.Context) error
 	// listening runs once ports A and B and the admin socket listen.
 	listening func(portA, portB, adminSock string)
+	// rayPorts lists the Ray head's ports for the firewall to guard (nil:
+	// no Ray head here).
+	rayPorts func() ([]int, error)
 	// rayHead is the running Ray head's ID for heartbeat answers (nil: the
 	// head runs no Ray head).
 	rayHead func() (id string, ok bool)
@@ -163,7 +166,8 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin.Handler(), End: driver.End, Rentals: prov,
 			Blocklist: block, Status: driver.ProviderStatus,
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
-			Firewall:    f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast"),
+			Firewall:    firewallOn(f),
+			RayPorts:    hooks.rayPorts,
 			MaxDPHTotal: cfg.MaxDPHTotal,
 			RayScales:   cfg.Autoscaler != nil,
 			Pauses:      pauses,

@@ -60,7 +60,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.listenA, "listen-a", "", "port A address (default: HEAD_IP:8443)")
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (default: HEAD_IP:8444)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the head's log (STATE/head.log; warnings also on stderr)")
-	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B: on, off, or auto (on with the vast provider)")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B and of every port the Ray head listens on: on, off, or auto (on with the vast provider)")
 	fs.BoolVar(&u.quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), upUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -251,8 +251,12 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
 			r.p.step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
 			go r.announceRayHead(rayCtx, run)
+			if !firewallOn(r.f) {
+				go sayPublicRayPorts(rayCtx, r.st.Dir, r.p, 5*time.Second, time.Minute)
+			}
 			return nil
 		},
+		rayPorts: r.rayPorts(),
 		rayHead: func() (string, bool) {
 			if run := r.rayRun.Load(); run != nil {
 				return run.Current()
@@ -272,6 +276,15 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			go r.p.watch(ctx, sock, r.st.Dir)
 		},
 	}
+}
+
+// rayPorts is the firewall's source of the Ray head's ports (nil with
+// --no-ray-head: no Ray head here).
+func (r *upRun) rayPorts() func() ([]int, error) {
+	if r.u.noRayHead {
+		return nil
+	}
+	return rayHeadPorts(r.st.Dir)
 }
 
 // announceRayHead prints a step once the Ray head first runs (its GCS

@@ -1,9 +1,12 @@
 // Package firewall is the head's "security group rule" of seed 000 for the
-// head's own machine: ports A and B accept TCP only from the IPs of live
-// candidates and nodes. It drives nftables through the nft CLI: one table
-// (`inet rayvast` by default) with a named set of allowed IPs per family and
-// an input chain that drops A/B traffic from anyone else. Every change is
-// one `nft -f -` transaction, so the rules are never half applied.
+// head's own machine: ports A and B, and the ports the Ray head listens on,
+// accept TCP only from the IPs of live candidates and nodes (and from the
+// machine itself). It drives nftables through the nft CLI: one table
+// (`inet rayvast` by default) with a named set of allowed IPs per family, a
+// named set of the Ray head's ports (they change: Ray picks some at random
+// each run) and an input chain that drops traffic to A, B or those ports
+// from anyone else. Every change is one `nft -f -` transaction, so the rules
+// are never half applied.
 package firewall
 
 import (
@@ -15,6 +18,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,9 +38,10 @@ type Config struct {
 
 // Firewall is safe for concurrent use.
 type Firewall struct {
-	cfg     Config
-	mu      sync.Mutex
-	allowed []string // what the sets hold, sorted
+	cfg      Config
+	mu       sync.Mutex
+	allowed  []string // what the sets hold, sorted
+	rayPorts []int    // what the rayports set holds, sorted
 }
 
 var tableName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,31}$`)
@@ -114,11 +119,16 @@ table inet %[1]s {
 	set allowed6 {
 		type ipv6_addr
 	}
+	set rayports {
+		type inet_service
+	}
 	chain input {
 		type filter hook input priority 110; policy accept;
 		iif "lo" accept
-		tcp dport { %[2]s } ip saddr != @allowed4 drop
-		tcp dport { %[2]s } ip6 saddr != @allowed6 drop
+		tcp dport { %[2]s } ip saddr != @allowed4 counter drop
+		tcp dport { %[2]s } ip6 saddr != @allowed6 counter drop
+		tcp dport @rayports ip saddr != @allowed4 counter drop
+		tcp dport @rayports ip6 saddr != @allowed6 counter drop
 	}
 }
 `, t, f.ports())
@@ -184,6 +194,53 @@ func (f *Firewall) Sync(ips []string) error {
 	return nil
 }
 
+// SyncPorts makes the guarded Ray head ports exactly ports (beside A and B,
+// which are always guarded), in one transaction. A nil Firewall does
+// nothing.
+func (f *Firewall) SyncPorts(ports []int) error {
+	if f == nil {
+		return nil
+	}
+	ps := append([]int(nil), ports...)
+	sort.Ints(ps)
+	ps = slices.Compact(ps)
+	for _, p := range ps {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("firewall: port %d", p)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if slices.Equal(ps, f.rayPorts) {
+		return nil
+	}
+	t := f.cfg.Table
+	var b strings.Builder
+	fmt.Fprintf(&b, "flush set inet %s rayports\n", t)
+	if len(ps) > 0 {
+		s := make([]string, len(ps))
+		for i, p := range ps {
+			s[i] = strconv.Itoa(p)
+		}
+		fmt.Fprintf(&b, "add element inet %s rayports { %s }\n", t, strings.Join(s, ", "))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.cfg.Nft(ctx, b.String()); err != nil {
+		return fmt.Errorf("firewall: sync ray ports: %w", err)
+	}
+	f.rayPorts = ps
+	f.cfg.Log.Info("firewall: Ray head ports guarded", "ports", ps)
+	return nil
+}
+
+// RayPorts returns the Ray head ports the rayports set holds.
+func (f *Firewall) RayPorts() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.rayPorts...)
+}
+
 // Allow adds one IP (a candidate now running).
 func (f *Firewall) Allow(ip string) error {
 	f.mu.Lock()
@@ -216,7 +273,8 @@ func (f *Firewall) Allowed() []string {
 	return append([]string(nil), f.allowed...)
 }
 
-// Close removes the table: ports A and B are open again as without rayvast.
+// Close removes the table: ports A and B and the Ray head's ports are open
+// again as without rayvast.
 // A nil Firewall does nothing.
 func (f *Firewall) Close() error {
 	if f == nil {

@@ -210,3 +210,53 @@ func TestGuardsPortsInNetns(t *testing.T) {
 		t.Errorf("Remove absent table: %v", err)
 	}
 }
+
+// TestGuardsRayPortsInNetns: the Ray head's ports, once SyncPorts names
+// them, answer only allowed IPs and the machine itself, as A and B do; a
+// port dropped from the list is open again; an unnamed port never changes.
+func TestGuardsRayPortsInNetns(t *testing.T) {
+	rvtest.NeedRoot(t, "ip", "nft") // apt-get install iproute2 nftables
+	l := newLab(t)
+	portA := l.listen(t, "0.0.0.0:0")
+	gcs := l.listen(t, "10.231.0.1:0")
+	metrics := l.listen(t, "[::]:0")
+	other := l.listen(t, "0.0.0.0:0")
+	fw, err := Open(context.Background(), Config{Ports: []int{portA}, Nft: RunNft("ip", "netns", "exec", l.srv, "nft")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	want := func(stage, src, dst string, port int, connect bool) {
+		t.Helper()
+		if err := l.dial(t, src, dst, port); (err == nil) != connect {
+			t.Errorf("%s: dial %s → %s:%d: %v, want connected=%v", stage, src, dst, port, err, connect)
+		}
+	}
+	want("before SyncPorts", "10.231.0.3", "10.231.0.1", gcs, true)
+	if err := fw.Sync([]string{"10.231.0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.SyncPorts([]int{metrics, gcs, gcs}); err != nil {
+		t.Fatal(err)
+	}
+	if got, w := fmt.Sprint(fw.RayPorts()), fmt.Sprint([]int{min(gcs, metrics), max(gcs, metrics)}); got != w {
+		t.Errorf("RayPorts = %s, want %s", got, w)
+	}
+	want("stranger, gcs", "10.231.0.3", "10.231.0.1", gcs, false)
+	want("stranger, metrics v4", "10.231.0.3", "10.231.0.1", metrics, false)
+	want("stranger, metrics v6", "fd31::3", "fd31::1", metrics, false)
+	want("stranger, other port", "10.231.0.3", "10.231.0.1", other, true)
+	want("node, gcs", "10.231.0.2", "10.231.0.1", gcs, true)
+	want("node, metrics", "10.231.0.2", "10.231.0.1", metrics, true)
+	if err := l.dialFrom(t, l.srv, "10.231.0.1", "10.231.0.1", metrics); err != nil {
+		t.Errorf("the head's machine to its own metrics port: %v, want connected", err)
+	}
+	if err := fw.SyncPorts([]int{gcs}); err != nil {
+		t.Fatal(err)
+	}
+	want("metrics no longer listed", "10.231.0.3", "10.231.0.1", metrics, true)
+	want("gcs still listed", "10.231.0.3", "10.231.0.1", gcs, false)
+	if err := fw.SyncPorts([]int{0}); err == nil {
+		t.Error("SyncPorts took port 0")
+	}
+}

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestScripts: the nft scripts name the table, both sets, the ports, the
-// lo exception; Sync is one transaction that flushes and refills; bad input
+// TestScripts: the nft scripts name the table, the sets, the ports, the
+// lo exception; SyncPorts fills the Ray head's ports in one flush-and-fill; Sync is one transaction that flushes and refills; bad input
 // is refused before nft runs.
 func TestScripts(t *testing.T) {
 	var scripts []string
@@ -19,7 +19,8 @@ func TestScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"table inet rvtest {", "type ipv4_addr", "type ipv6_addr", `iif "lo" accept`,
-		"tcp dport { 8443, 8444 } ip saddr != @allowed4 drop", "tcp dport { 8443, 8444 } ip6 saddr != @allowed6 drop"} {
+		"tcp dport { 8443, 8444 } ip saddr != @allowed4 counter drop", "tcp dport { 8443, 8444 } ip6 saddr != @allowed6 counter drop",
+		"set rayports {", "tcp dport @rayports ip saddr != @allowed4 counter drop", "tcp dport @rayports ip6 saddr != @allowed6 counter drop"} {
 		if !strings.Contains(scripts[0], want) {
 			t.Errorf("ruleset lacks %q:\n%s", want, scripts[0])
 		}
@@ -33,6 +34,16 @@ func TestScripts(t *testing.T) {
 	}
 	if err := fw.Sync([]string{"2001:db8::1", "203.0.113.6", "203.0.113.5"}); err != nil || len(scripts) != 2 {
 		t.Errorf("unchanged set ran nft again (%d scripts, %v)", len(scripts), err)
+	}
+	if err := fw.SyncPorts([]int{44217, 6379, 44217}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := scripts[len(scripts)-1], "flush set inet rvtest rayports\nadd element inet rvtest rayports { 6379, 44217 }\n"; got != want {
+		t.Errorf("ray ports script:\n%s\nwant:\n%s", got, want)
+	}
+	n := len(scripts)
+	if err := fw.SyncPorts([]int{6379, 44217}); err != nil || len(scripts) != n {
+		t.Errorf("unchanged ray ports ran nft again (%d scripts, %v)", len(scripts), err)
 	}
 	if err := fw.Sync([]string{"203.0.113.5; flush ruleset"}); err == nil {
 		t.Error("non-IP accepted")

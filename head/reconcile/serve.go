@@ -25,6 +25,11 @@ type ServeConfig struct {
 	Firewall      bool
 	FirewallTable string
 	Ports         []int
+	// RayPorts, when set with Firewall, lists the Ray head's listening
+	// ports (some random, and new ones after a restart); they are guarded
+	// like Ports, re-read every RayPortsEvery (default 1 s).
+	RayPorts      func() ([]int, error)
+	RayPortsEvery time.Duration
 	// Nft runs nft scripts (default: the nft binary); tests replace it.
 	Nft func(ctx context.Context, script string) error
 	// EnrollTimeout and Spares as in Config (zero: the defaults).
@@ -67,6 +72,10 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); loop.Run(loopCtx) }()
+	if fw != nil && cfg.RayPorts != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); guardRayPorts(loopCtx, fw, cfg.RayPorts, cfg.RayPortsEvery, cfg.Log) }()
+	}
 	return func() {
 		cancel()
 		wg.Wait()
@@ -74,4 +83,32 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 			cfg.Log.Warn("firewall", "err", err)
 		}
 	}, nil
+}
+
+// guardRayPorts keeps the firewall's Ray head ports equal to what ports
+// finds, until ctx ends. A port is guarded within one interval of the Ray
+// head opening it; a failed look keeps the ports guarded so far.
+func guardRayPorts(ctx context.Context, fw *firewall.Firewall, ports func() ([]int, error), every time.Duration, log *slog.Logger) {
+	if every <= 0 {
+		every = time.Second
+	}
+	var lastErr string
+	for {
+		ps, err := ports()
+		if err == nil {
+			err = fw.SyncPorts(ps)
+		}
+		if err != nil && err.Error() != lastErr {
+			log.Warn("firewall: Ray head ports", "err", err)
+		}
+		lastErr = ""
+		if err != nil {
+			lastErr = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
 }

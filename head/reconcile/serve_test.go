@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +91,63 @@ func TestFirewallTablePerCluster(t *testing.T) {
 	stop()
 	if len(scripts) == 0 || !strings.Contains(scripts[0], "table inet "+a+" {") || !strings.Contains(scripts[len(scripts)-1], "delete table inet "+a) {
 		t.Errorf("serve's nft scripts do not use table %s: %q", a, scripts)
+	}
+}
+
+// TestStartServeGuardsRayPorts: with the firewall on, the Ray head's ports
+// as RayPorts finds them are put in the table's rayports set and follow
+// it when they change (a restarted Ray head's new random ports); with the
+// firewall off RayPorts is never asked.
+func TestStartServeGuardsRayPorts(t *testing.T) {
+	var mu sync.Mutex
+	var scripts []string
+	nft := func(_ context.Context, s string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		scripts = append(scripts, s)
+		return nil
+	}
+	has := func(want string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range scripts {
+				if strings.Contains(s, want) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	var ports atomic.Value
+	ports.Store([]int{44217, 6379})
+	var asked atomic.Int64
+	rayPorts := func() ([]int, error) { asked.Add(1); return ports.Load().([]int), nil }
+	reg, _, h := newAdmin(t)
+	stop, err := StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End, StateDir: t.TempDir(), Firewall: true,
+		FirewallTable: "rvtest", Ports: []int{8443}, Nft: nft, RayPorts: rayPorts, RayPortsEvery: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rvtest.Until(5*time.Second, has("add element inet rvtest rayports { 6379, 44217 }")) {
+		t.Errorf("Ray ports never guarded: %q", scripts)
+	}
+	ports.Store([]int{6379, 40001})
+	if !rvtest.Until(5*time.Second, has("add element inet rvtest rayports { 6379, 40001 }")) {
+		t.Errorf("new Ray ports never guarded: %q", scripts)
+	}
+	stop()
+
+	asked.Store(0)
+	stop, err = StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End, StateDir: t.TempDir(),
+		FirewallTable: "rvtest2", Nft: func(context.Context, string) error { return errors.New("no table") },
+		RayPorts: rayPorts, RayPortsEvery: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	if n := asked.Load(); n != 0 {
+		t.Errorf("firewall off: RayPorts asked %d times", n)
 	}
 }

@@ -67,7 +67,7 @@ func TestVastNetns(t *testing.T) {
 		{"with the shim", withLib + ":" + miniray, 0, map[string]string{
 			"raylet":            "0 ok 0.0.0.0:31001 -:0",
 			"runtime_env_agent": "ok 10.200.0.2:31003",
-			"dashboard_agent":   "ok 10.200.0.2:31005; ok 127.0.0.1:31005",
+			"dashboard_agent":   "ok 127.0.0.2:31005; ok 127.0.0.1:31005", // its HTTP port on loopback: vast would forward it
 			"core_worker":       "0 ok 10.200.0.2:* 10.200.0.2:31001",
 			"core_worker_v6":    "0 ok ::ffff:10.200.0.2:* ::ffff:10.200.0.2:31001",
 			"python_worker":     "ok 10.200.0.2:*",
@@ -75,7 +75,7 @@ func TestVastNetns(t *testing.T) {
 		{"with the Python layer only", noLib + ":" + miniray, 1, map[string]string{
 			"raylet":            "0 ok 0.0.0.0:31001 -:0",
 			"runtime_env_agent": "ok 10.200.0.2:31003",
-			"dashboard_agent":   "ok 10.200.0.2:31005; ok 127.0.0.1:31005",
+			"dashboard_agent":   "ok 127.0.0.2:31005; ok 127.0.0.1:31005", // its HTTP port on loopback: vast would forward it
 			"core_worker":       "0 err ENETUNREACH", "core_worker_v6": "0 err ENETUNREACH",
 			"python_worker": "ok 10.200.0.2:*", "foreign_port": "err ENETUNREACH"}},
 	}

@@ -16,7 +16,14 @@ traffic back. This file, first on Ray's PYTHONPATH, rewrites them:
   IP (or ::ffff:node IP) go to the container's IP: binds always, connects
   only on the node's own ports (another rental behind the same IP owns the
   others). Never 0.0.0.0: the dashboard agent binds 127.0.0.1 on the same
-  port next.
+  port next;
+- two doors go to loopback (NAT_SHIM_LOOPBACK): Ray's metrics export port
+  (bound on every address: plain-HTTP Prometheus metrics) and the dashboard
+  agent's HTTP port (its job agent starts processes; Ray 2.52 asks no token
+  there). vast's port forward would let anyone in. Binds on them to any
+  address but loopback go to 127.0.0.2 (loopback, and not 127.0.0.1, which
+  the dashboard agent binds on the same port next), and so do connects to
+  the node IP on them. Python only: both servers are Python.
 
 Then it runs the image's own sitecustomize, if there is one.
 Standard library only, Python 3.8 or newer.
@@ -26,6 +33,7 @@ import os
 import sys
 
 ENV = "NAT_SHIM"
+LOOPBACK_ENV = "NAT_SHIM_LOOPBACK"
 # The native libraries (base64 ELF, one per architecture), set by head/shim
 # when it assembles this file.
 NATIVE = ()  # rayvast:native
@@ -85,6 +93,26 @@ def node_ports(f):
     if not f.get("worker-port-list") and lo.isdigit() and hi.isdigit() and 0 < int(lo) <= int(hi) < 65536:
         ports.append("%s-%s" % (lo, hi))
     return ",".join(ports)
+
+
+# Ports that only the node itself needs: loopback only, at LOOPBACK.
+LOOPBACK_FLAGS = ("metrics-export-port", "dashboard-agent-listen-port")
+LOOPBACK = "127.0.0.2"
+
+
+def loopback_ports(f):
+    """NAT_SHIM_LOOPBACK's value: the ports of LOOPBACK_FLAGS, comma-separated."""
+    return ",".join(v for v in (f.get(n, "") for n in LOOPBACK_FLAGS) if v.isdigit() and 0 < int(v) < 65536)
+
+
+def parse_loopback(value):
+    """The set of ports in NAT_SHIM_LOOPBACK's value (empty when malformed)."""
+    ports = set()
+    for p in (value or "").split(","):
+        if not p.isdigit() or not 0 < int(p) < 65536:
+            return set()
+        ports.add(int(p))
+    return ports
 
 
 def is_ipv4(s):
@@ -154,8 +182,15 @@ def parse(value):
     return parts[0], parts[1], own
 
 
-def install(node, mine, own):
-    """Patch socket.socket so binds and own-port connects to node go to mine."""
+def is_loopback(host):
+    """127.0.0.0/8, ::1, ::ffff:127.x, or "localhost"."""
+    h = host[7:] if host.startswith("::ffff:") else host
+    return h == "localhost" or h == "::1" or h.startswith("127.")
+
+
+def install(node, mine, own, loopback=frozenset()):
+    """Patch socket.socket so binds and own-port connects to node go to mine,
+    and binds and node-IP connects on a loopback port go to LOOPBACK."""
     import socket
     mapped_node, mapped_mine = "::ffff:" + node, "::ffff:" + mine
     node6 = socket.inet_pton(socket.AF_INET6, mapped_node)
@@ -164,6 +199,11 @@ def install(node, mine, own):
         if not isinstance(address, tuple) or len(address) < 2 or not isinstance(address[0], str):
             return address
         host, port = address[0], address[1]
+        if port in loopback and not is_loopback(host) and (bind or host in (node, mine, mapped_node, mapped_mine)):
+            if sock.family == socket.AF_INET:
+                return (LOOPBACK,) + address[1:]
+            if sock.family == socket.AF_INET6:
+                return ("::ffff:" + LOOPBACK,) + address[1:]
         if not bind and port not in own:
             return address
         if sock.family == socket.AF_INET and host == node:
@@ -275,6 +315,9 @@ def ray_start(args):
     if value is None:
         return None
     os.environ[ENV] = value
+    lo = loopback_ports(flags(args))
+    if lo:
+        os.environ[LOOPBACK_ENV] = lo
     node, mine = value.split(" ")[:2]
     try:
         why = preload(args)
@@ -328,7 +371,7 @@ def main():
         value = ray_start(args) if args is not None else os.environ.get(ENV)
         rules = parse(value)
         if rules is not None:
-            install(*rules)
+            install(*rules, loopback=frozenset(parse_loopback(os.environ.get(LOOPBACK_ENV))))
     except Exception as e:  # never break the interpreter's start
         say("off after an error: %s: %s" % (type(e).__name__, e))
 

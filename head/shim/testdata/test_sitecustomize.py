@@ -142,6 +142,49 @@ print(json.dumps(out))
         }
         self.assertEqual(got, want)
 
+    def test_loopback_port(self):
+        """A loopback port (Ray's metrics export, the dashboard agent's HTTP):
+        binds on any address but loopback, and connects to the node IP, go to
+        127.0.0.2, where vast's port forward cannot reach them; a bind on
+        127.0.0.1 (the dashboard agent's second) stays; other ports are
+        untouched; without NAT_SHIM nothing changes."""
+        own, metrics, other = free_ports(3)
+        code = r"""
+import socket, json
+out = {}
+def tcp_bind(fam, host, port):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    name = s.getsockname()[0]
+    s.close()
+    return name
+def udp(fam, host, port):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.connect((host, port))
+    return s.getpeername()[0]
+out["any"] = tcp_bind(socket.AF_INET, "", %(metrics)d)
+out["zero"] = tcp_bind(socket.AF_INET, "0.0.0.0", %(metrics)d)
+out["node"] = tcp_bind(socket.AF_INET, "%(node)s", %(metrics)d)
+out["v6_any"] = tcp_bind(socket.AF_INET6, "::", %(metrics)d)
+out["connect_node"] = udp(socket.AF_INET, "%(node)s", %(metrics)d)
+out["lo"] = tcp_bind(socket.AF_INET, "127.0.0.1", %(metrics)d)
+out["other_any"] = tcp_bind(socket.AF_INET, "", %(other)d)
+print(json.dumps(out))
+""" % {"node": NODE, "metrics": metrics, "other": other}
+        env = {"NAT_SHIM": "%s 127.0.0.1 %d,%d" % (NODE, own, metrics), "NAT_SHIM_LOOPBACK": str(metrics)}
+        p = python(code, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), {"any": "127.0.0.2", "zero": "127.0.0.2", "node": "127.0.0.2",
+                                                "v6_any": "::ffff:127.0.0.2", "connect_node": "127.0.0.2",
+                                                "lo": "127.0.0.1", "other_any": "0.0.0.0"})
+        p = python(code.replace(', "%s"' % NODE, ', "127.0.0.1"'), env={"NAT_SHIM_LOOPBACK": str(metrics)})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["any"], "0.0.0.0", "NAT_SHIM_LOOPBACK alone changes nothing")
+        self.assertEqual(shim.parse_loopback("20005,20006"), {20005, 20006})
+        for bad in ("", "x", "0", "70000", "1,,2"):
+            self.assertEqual(shim.parse_loopback(bad), set(), bad)
+
     def test_without_rules_nothing_changes(self):
         code = "import socket; s = socket.socket(); s.bind(('%s', 0))" % NODE
         for env in ({}, {"NAT_SHIM": "garbage"}):
@@ -164,8 +207,9 @@ class RayStart(unittest.TestCase):
         got, stderr, given = ray_start(NODE, ports, env=self.env)
         env = got["env"]
         added = {k: v for k, v in env.items() if given.get(k) != v}
-        self.assertEqual(sorted(added), ["LD_PRELOAD", "NAT_SHIM"], added)
+        self.assertEqual(sorted(added), ["LD_PRELOAD", "NAT_SHIM", "NAT_SHIM_LOOPBACK"], added)
         self.assertEqual(env["NAT_SHIM"], "%s 127.0.0.1 %s" % (NODE, ",".join(map(str, ports))))
+        self.assertEqual(env["NAT_SHIM_LOOPBACK"], "%d,%d" % (ports[5], ports[4]), "metrics export, dashboard agent HTTP")
         lib = env["LD_PRELOAD"].split(":")
         self.assertEqual(lib[1:], ["libm.so.6"], "the image's LD_PRELOAD is kept, after ours")
         self.assertEqual([(p["path"], p["dir_mode"], p["elf"]) for p in got["preload"]], [(lib[0], "0o700", True)])
