@@ -119,16 +119,29 @@ func testStranger(t *testing.T, version string) {
 	// The positive control: the same doors from the cluster.
 	cluster := creds{name: "the cluster's", cert: files.cert, token: files.token}
 	t.Run("the same calls from the cluster", func(t *testing.T) {
-		metrics := 0
-		for _, r := range probeAll(ctx, hostDial, headTargets, []creds{cluster}) {
-			if strings.HasPrefix(r.role, "other:") || !r.connected {
-				continue
-			}
-			t.Log("from the head's machine: " + r.summary())
-			for _, a := range r.answers {
-				if a.what == "GET /metrics (plain)" && a.status == http.StatusOK {
-					metrics++
+		// Some of the Ray head's metrics servers come up after the rest
+		// (Ray 2.52's autoscaler monitor): look again for up to a minute,
+		// finding the listeners anew each time.
+		metrics, targets := 0, headTargets
+		var reports []portReport
+		rvtest.Until(time.Minute, func() bool {
+			reports, metrics = probeAll(ctx, hostDial, targets, []creds{cluster}), 0
+			for _, r := range reports {
+				for _, a := range r.answers {
+					if a.what == "GET /metrics (plain)" && a.status == http.StatusOK && !strings.HasPrefix(r.role, "other:") && r.connected {
+						metrics++
+					}
 				}
+			}
+			if metrics == 0 {
+				time.Sleep(3 * time.Second)
+				targets, _ = c.headTargets(t)
+			}
+			return metrics > 0
+		})
+		for _, r := range reports {
+			if !strings.HasPrefix(r.role, "other:") && r.connected {
+				t.Log("from the head's machine: " + r.summary())
 			}
 		}
 		if metrics == 0 {
