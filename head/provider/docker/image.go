@@ -352,7 +352,28 @@ func buildBase(ctx context.Context, cfg ImageConfig, name string) error {
 // buildCandidate copies fakeray into a container of the base image and
 // commits it.
 func buildCandidate(ctx context.Context, cfg ImageConfig, base, tag string, files []treeFile) error {
-	name := CandidateRepo + ":" + tag
+	pth := fakerayPth
+	if info, err := cfg.Engine.InspectImage(ctx, base); err == nil && info.Config.Labels["rayvast.image.sitedir"] != "" {
+		pth = info.Config.Labels["rayvast.image.sitedir"] + "/rayvast-fakeray.pth"
+	}
+	arch, err := fakerayTar(files, pth)
+	if err != nil {
+		return fmt.Errorf("build candidate image: %w", err)
+	}
+	err = commitCandidate(ctx, cfg, base, tag, nil, func(id string) error {
+		return cfg.Engine.PutArchive(ctx, id, "/", bytes.NewReader(arch))
+	})
+	if err != nil {
+		return err
+	}
+	cfg.Log.Info("candidate image built", "image", CandidateRepo+":"+tag, "fakeray", cfg.FakerayDir)
+	return nil
+}
+
+// commitCandidate makes CandidateRepo:tag from a stopped container of base
+// that put fills, with the candidate's labels (and extra ones) and
+// cfg.Env; the container is removed either way.
+func commitCandidate(ctx context.Context, cfg ImageConfig, base, tag string, labels []string, put func(id string) error) error {
 	id, err := cfg.Engine.CreateContainer(ctx, "", dockerengine.ContainerConfig{
 		Image: base, Cmd: []string{"/bin/true"},
 		Labels:     map[string]string{"rayvast.image": "build"},
@@ -362,25 +383,19 @@ func buildCandidate(ctx context.Context, cfg ImageConfig, base, tag string, file
 		return fmt.Errorf("build candidate image: %w", err)
 	}
 	defer func() { _ = cfg.Engine.RemoveContainer(context.WithoutCancel(ctx), id, true) }()
-	pth := fakerayPth
-	if info, err := cfg.Engine.InspectImage(ctx, base); err == nil && info.Config.Labels["rayvast.image.sitedir"] != "" {
-		pth = info.Config.Labels["rayvast.image.sitedir"] + "/rayvast-fakeray.pth"
-	}
-	arch, err := fakerayTar(files, pth)
-	if err != nil {
-		return fmt.Errorf("build candidate image: %w", err)
-	}
-	if err := cfg.Engine.PutArchive(ctx, id, "/", bytes.NewReader(arch)); err != nil {
+	if err := put(id); err != nil {
 		return fmt.Errorf("build candidate image: %w", err)
 	}
 	changes := []string{"LABEL rayvast.image=candidate", "LABEL rayvast.image.base=" + base}
+	for _, l := range labels {
+		changes = append(changes, "LABEL "+l)
+	}
 	for _, e := range cfg.Env {
 		changes = append(changes, "ENV "+e)
 	}
 	if _, err := cfg.Engine.Commit(ctx, id, CandidateRepo, tag, changes); err != nil {
 		return fmt.Errorf("build candidate image: %w", err)
 	}
-	cfg.Log.Info("candidate image built", "image", name, "fakeray", cfg.FakerayDir)
 	return nil
 }
 

@@ -67,31 +67,18 @@ func buildRayImage(ctx context.Context, cfg ImageConfig, base string) (string, e
 	}
 	start := time.Now()
 	cfg.Log.Info("building the candidate image with real Ray (once per Ray version)", "image", name, "ray", cfg.RayVersion)
-	id, err := cfg.Engine.CreateContainer(ctx, "", dockerengine.ContainerConfig{
-		Image: base, Cmd: []string{"/bin/true"},
-		Labels:     map[string]string{"rayvast.image": "build"},
-		HostConfig: dockerengine.HostConfig{NetworkMode: "none"},
-	})
-	if err != nil {
-		return "", fmt.Errorf("build candidate image: %w", err)
-	}
-	defer func() { _ = cfg.Engine.RemoveContainer(context.WithoutCancel(ctx), id, true) }()
 	skel, err := raySkeleton(pth)
 	if err != nil {
 		return "", fmt.Errorf("build candidate image: %w", err)
 	}
-	if err := cfg.Engine.PutArchive(ctx, id, "/", bytes.NewReader(skel)); err != nil {
-		return "", fmt.Errorf("build candidate image: %w", err)
-	}
-	if err := putDir(ctx, cfg, id, site, raySiteDir); err != nil {
-		return "", fmt.Errorf("build candidate image: %w", err)
-	}
-	changes := []string{"LABEL rayvast.image=candidate", "LABEL rayvast.image.base=" + base, "LABEL rayvast.image.ray=" + cfg.RayVersion}
-	for _, e := range cfg.Env {
-		changes = append(changes, "ENV "+e)
-	}
-	if _, err := cfg.Engine.Commit(ctx, id, CandidateRepo, tag, changes); err != nil {
-		return "", fmt.Errorf("build candidate image: %w", err)
+	err = commitCandidate(ctx, cfg, base, tag, []string{"rayvast.image.ray=" + cfg.RayVersion}, func(id string) error {
+		if err := cfg.Engine.PutArchive(ctx, id, "/", bytes.NewReader(skel)); err != nil {
+			return err
+		}
+		return putDir(ctx, cfg, id, site, raySiteDir)
+	})
+	if err != nil {
+		return "", err
 	}
 	cfg.Log.Info("candidate image built", "image", name, "ray", cfg.RayVersion, "took", time.Since(start).Round(time.Second))
 	return name, nil
