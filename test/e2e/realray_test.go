@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/demo"
+	"github.com/rayvast/rayvast/head/listenports"
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -184,7 +185,11 @@ func killHeadGCS(t *testing.T, state string) {
 	if err != nil || !ok || st.PID == 0 {
 		t.Fatalf("Ray head status: %+v %v %v", st, ok, err)
 	}
-	for _, pid := range descendants(st.PID) {
+	tree, err := listenports.Tree("/", st.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range tree[1:] { // below the Ray head's `ray start`
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if strings.Contains(string(cmd), "gcs_server") {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -194,40 +199,6 @@ func killHeadGCS(t *testing.T, state string) {
 		}
 	}
 	t.Fatalf("no gcs_server under the Ray head (pid %d)", st.PID)
-}
-
-// descendants lists the PIDs below pid (from /proc/*/stat's ppid).
-func descendants(pid int) []int {
-	parent := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 {
-			if fs := strings.Fields(s[i+1:]); len(fs) > 1 {
-				parent[p], _ = strconv.Atoi(fs[1])
-			}
-		}
-	}
-	var out []int
-	var walk func(int)
-	walk = func(p int) {
-		for c, pp := range parent {
-			if pp == p {
-				out = append(out, c)
-				walk(c)
-			}
-		}
-	}
-	walk(pid)
-	return out
 }
 
 // nodeMemory sums the proportional set size (PSS, shared pages split
