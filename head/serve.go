@@ -163,7 +163,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	}
 	p := newParts(cfg, in, reg, block, driver, ls, pauses, hooks.rayHead, log)
 	if prov != nil {
-		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin.Handler(), End: driver.End, Rentals: prov,
+		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin, Rentals: prov,
 			Blocklist: block, Status: driver.ProviderStatus,
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
 			Firewall:    firewallOn(f),

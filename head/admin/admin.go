@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/metrics"
@@ -104,41 +103,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) error {
 	if err := answer.Decode(w, r, &req); err != nil {
 		return err
 	}
-	if _, ok := s.cfg.NodeTypes[req.NodeType]; !ok {
-		return answer.Errorf(http.StatusBadRequest, "bad_request", fmt.Sprintf("unknown node_type %q", req.NodeType), nil)
-	}
-	if s.cfg.Paused != nil && s.cfg.Paused(req.NodeType) {
-		return answer.Errorf(http.StatusConflict, "node_type_paused",
-			fmt.Sprintf("renting of node type %s is paused: too many of its candidates failed (the head's log says why)", req.NodeType), nil)
-	}
-	if e, bad := s.cfg.Blocklist.Blocked(req.HostID); bad && req.HostID != "" {
-		return answer.Errorf(http.StatusConflict, "host_blocklisted",
-			fmt.Sprintf("host %s is blocklisted (%s) until %s", e.HostID, e.Class, e.Until.Format("2006-01-02T15:04:05Z07:00")), nil)
-	}
-	c, tok, err := s.cfg.Registry.NewCandidate(req)
+	c, env, err := s.Create(req)
 	if err != nil {
-		return registryError(err)
+		return err
 	}
-	env := map[string]string{
-		wire.EnvHead:            s.cfg.Env.Head,
-		wire.EnvPortA:           strconv.Itoa(s.cfg.Env.PortA),
-		wire.EnvPortB:           strconv.Itoa(s.cfg.Env.PortB),
-		wire.EnvBootstrapSHA256: s.cfg.Env.BootstrapSHA256,
-		wire.EnvCASHA256:        s.cfg.Env.CASHA256,
-		wire.EnvJoinToken:       tok.Reveal(),
-	}
-	if s.cfg.Env.PublicLogs {
-		env[wire.EnvPublicLogs] = "1"
-	}
-	if c.InstanceID != "" {
-		env[wire.EnvInstanceID] = c.InstanceID
-	}
-	if c.PublicIP != "" {
-		env[wire.EnvPublicIP] = c.PublicIP
-	}
-	s.cfg.Log.Info("candidate created", "candidate", c.CandidateID, "node_type", c.NodeType, "instance", c.InstanceID, "public_ip", c.PublicIP, "host", c.HostID)
-	s.cfg.Rentals.Rent(c, env)
-	answer.JSON(w, http.StatusCreated, wire.CandidateCreated{CandidateID: c.CandidateID, JoinToken: tok.Reveal(), Env: env})
+	answer.JSON(w, http.StatusCreated, wire.CandidateCreated{CandidateID: c.CandidateID, JoinToken: env[wire.EnvJoinToken], Env: env})
 	return nil
 }
 
@@ -160,11 +129,9 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.cfg.Rentals.End(r.PathValue("id"), "deleted")
-	if err != nil {
-		return registryError(err)
+	if _, err := s.End(r.PathValue("id"), "deleted"); err != nil {
+		return err
 	}
-	s.cfg.Log.Info("candidate ended", "candidate", c.CandidateID, "instance", c.InstanceID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -179,7 +146,7 @@ func (s *Server) getCandidate(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listCandidates(w http.ResponseWriter, r *http.Request) error {
-	answer.JSON(w, http.StatusOK, s.cfg.Registry.Candidates())
+	answer.JSON(w, http.StatusOK, s.Candidates())
 	return nil
 }
 

@@ -1,6 +1,6 @@
 // Package adminclient speaks the head's admin API (SPEC §8) for the head's
-// own commands (status, down, demo) and its reconcile loop: over the Unix
-// socket STATE/admin.sock, or in-process on the admin handler.
+// own commands (status, down, demo) over the Unix socket STATE/admin.sock.
+// The head's reconcile loop calls the admin API's Go methods instead.
 package adminclient
 
 import (
@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"time"
 )
 
@@ -30,20 +29,6 @@ func Unix(path string, timeout time.Duration) *Client {
 		return d.DialContext(ctx, "unix", path)
 	}}
 	return &Client{HTTP: &http.Client{Transport: tr, Timeout: timeout}}
-}
-
-// Handler calls the admin handler in-process: the same code path as the
-// socket without a round trip.
-func Handler(h http.Handler) *Client {
-	return &Client{HTTP: &http.Client{Transport: handlerTransport{h}}}
-}
-
-type handlerTransport struct{ h http.Handler }
-
-func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	t.h.ServeHTTP(rec, r)
-	return rec.Result(), nil
 }
 
 // Do sends in (if not nil) as JSON, wants status want, and decodes the

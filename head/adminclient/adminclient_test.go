@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// TestUnixAndHandler proves both transports carry the JSON body, check the
-// status and decode the answer, and that a wrong status names the answer.
-func TestUnixAndHandler(t *testing.T) {
+// TestUnix proves the socket client carries the JSON body, checks the
+// status and decodes the answer, and that a wrong status names the answer.
+func TestUnix(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in map[string]string
 		if r.Method == http.MethodPost {
@@ -35,19 +35,16 @@ func TestUnixAndHandler(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
-	for name, c := range map[string]*Client{"unix": Unix(sock, 5*time.Second), "handler": Handler(h)} {
-		t.Run(name, func(t *testing.T) {
-			var out map[string]string
-			if err := c.Do(t.Context(), http.MethodPost, "/v1/candidates", map[string]string{"x": "y"}, &out, http.StatusCreated); err != nil {
-				t.Fatal(err)
-			}
-			if out["echo"] != "y" || out["path"] != "/v1/candidates" {
-				t.Errorf("got %v", out)
-			}
-			err := c.Do(t.Context(), http.MethodGet, "/v1/nodes", nil, nil, http.StatusOK)
-			if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "nope") {
-				t.Errorf("wrong status: err = %v, want one naming 409 and the answer", err)
-			}
-		})
+	c := Unix(sock, 5*time.Second)
+	var out map[string]string
+	if err := c.Do(t.Context(), http.MethodPost, "/v1/candidates", map[string]string{"x": "y"}, &out, http.StatusCreated); err != nil {
+		t.Fatal(err)
+	}
+	if out["echo"] != "y" || out["path"] != "/v1/candidates" {
+		t.Errorf("got %v", out)
+	}
+	err = c.Do(t.Context(), http.MethodGet, "/v1/nodes", nil, nil, http.StatusOK)
+	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("wrong status: err = %v, want one naming 409 and the answer", err)
 	}
 }

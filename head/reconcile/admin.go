@@ -6,37 +6,20 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/rayvast/rayvast/head/admin"
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// Admin is a Cluster over the admin API: on the Unix socket (AdminSocket,
-// what `head down` and external tools use) or in-process on the admin
-// handler (AdminHandler, what `head serve` uses: the same code path without
-// a socket round trip).
+// Admin is a Cluster over the admin API on its Unix socket: what `head
+// down` and external tools use.
 type Admin struct {
 	*adminclient.Client
-	// EndWith, when set, ends candidates instead of DELETE, so the reason
-	// is recorded (the admin API records "deleted").
-	EndWith func(candidateID, reason string) error
 }
 
 // AdminSocket talks to the admin API on a Unix socket.
 func AdminSocket(path string) *Admin {
 	return &Admin{Client: adminclient.Unix(path, 30*time.Second)}
-}
-
-// AdminHandler calls the admin handler in-process.
-func AdminHandler(h http.Handler) *Admin {
-	return &Admin{Client: adminclient.Handler(h)}
-}
-
-// InProcess is what `head serve` uses: the admin handler for listing and
-// creating, and the provider driver's End (so the reason is kept) for ending.
-func InProcess(h http.Handler, end func(candidateID, reason string) (wire.Candidate, error)) *Admin {
-	a := AdminHandler(h)
-	a.EndWith = func(id, reason string) error { _, err := end(id, reason); return err }
-	return a
 }
 
 // Candidates implements Cluster.
@@ -55,10 +38,29 @@ func (a *Admin) Create(ctx context.Context, nodeType string) (wire.Candidate, er
 	return wire.Candidate{CandidateID: cr.CandidateID, NodeType: nodeType, State: wire.StatePending}, nil
 }
 
-// End implements Cluster.
+// End implements Cluster. The admin API records the reason "deleted".
 func (a *Admin) End(ctx context.Context, candidateID, reason string) error {
-	if a.EndWith != nil {
-		return a.EndWith(candidateID, reason)
-	}
 	return a.Do(ctx, http.MethodDelete, "/v1/candidates/"+url.PathEscape(candidateID), nil, nil, http.StatusNoContent)
+}
+
+// InProcess is the Cluster `head serve` gives its loop: the admin API's Go
+// methods, the code its HTTP handlers run, with the loop's reasons kept.
+func InProcess(s *admin.Server) Cluster { return inProcess{s} }
+
+type inProcess struct{ s *admin.Server }
+
+func (a inProcess) Candidates(context.Context) ([]wire.Candidate, error) {
+	return a.s.Candidates(), nil
+}
+
+// Create drops the rental env at once: the admin API already gave it,
+// join token and all, to the head's provider driver.
+func (a inProcess) Create(_ context.Context, nodeType string) (wire.Candidate, error) {
+	c, _, err := a.s.Create(wire.CandidateRequest{NodeType: nodeType})
+	return c, err
+}
+
+func (a inProcess) End(_ context.Context, candidateID, reason string) error {
+	_, err := a.s.End(candidateID, reason)
+	return err
 }

@@ -32,7 +32,7 @@ func (r *recRentals) Rent(c wire.Candidate, env map[string]string) {
 }
 func (r *recRentals) End(id, reason string) (wire.Candidate, error) { return r.reg.End(id, reason) }
 
-func newAdmin(t *testing.T) (*registry.Registry, *recRentals, http.Handler) {
+func newAdmin(t *testing.T) (*registry.Registry, *recRentals, *admin.Server) {
 	t.Helper()
 	reg, err := registry.Open(registry.Config{})
 	if err != nil {
@@ -41,16 +41,16 @@ func newAdmin(t *testing.T) (*registry.Registry, *recRentals, http.Handler) {
 	rr := &recRentals{reg: reg}
 	types := map[string]wire.NodeType{"gpu": {GPUs: 1, MinWorkers: 2, MaxWorkers: 2}}
 	h := admin.New(admin.Config{Registry: reg, Blocklist: blocklist.New(time.Now), Rentals: rr, NodeTypes: types,
-		Env: admin.Env{Head: "192.0.2.1", PortA: 1, PortB: 2, BootstrapSHA256: "aa", CASHA256: "bb"}}).Handler()
+		Env: admin.Env{Head: "192.0.2.1", PortA: 1, PortB: 2, BootstrapSHA256: "aa", CASHA256: "bb"}})
 	return reg, rr, h
 }
 
-// TestAdminPath: the loop creates candidates through the real admin API
-// handler (so the head's provider driver is asked to rent them, with the
+// TestAdminPath: the loop creates candidates through the real admin API's
+// methods, the code its handlers run (so the head's provider driver is asked to rent them, with the
 // SPEC §2 env) and ends them with the reason recorded.
 func TestAdminPath(t *testing.T) {
-	reg, rr, h := newAdmin(t)
-	a := InProcess(h, reg.End)
+	reg, rr, adm := newAdmin(t)
+	a := InProcess(adm)
 	l := New(Config{Cluster: a, NodeTypes: map[string]wire.NodeType{"gpu": {GPUs: 1, MinWorkers: 2, MaxWorkers: 2}}})
 	res, err := l.Tick(context.Background())
 	if err != nil {
@@ -107,12 +107,12 @@ func (c *closer) Close() error { c.closed = true; return nil }
 // destroys rentals and removes the firewall table.
 func TestDown(t *testing.T) {
 	dir := t.TempDir()
-	reg, _, h := newAdmin(t)
+	reg, _, adm := newAdmin(t)
 	ln, err := net.Listen("unix", filepath.Join(dir, AdminSocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
+	srv := &http.Server{Handler: adm.Handler()}
 	go srv.Serve(ln)
 	for i := 0; i < 3; i++ {
 		if _, _, err := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu"}); err != nil {

@@ -16,7 +16,8 @@ import (
 // destroying the rentals by label; the failure is still reported.
 func TestDownDestroysWhenEndFails(t *testing.T) {
 	dir := t.TempDir()
-	reg, _, h := newAdmin(t)
+	reg, _, adm := newAdmin(t)
+	h := adm.Handler()
 	if _, _, err := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu"}); err != nil {
 		t.Fatal(err)
 	}

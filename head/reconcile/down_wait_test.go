@@ -16,12 +16,12 @@ import (
 // sends no destroy of its own, and still waits until none is listed.
 func TestDownLeavesDestroysToHead(t *testing.T) {
 	dir := t.TempDir()
-	reg, _, h := newAdmin(t)
+	reg, _, adm := newAdmin(t)
 	ln, err := net.Listen("unix", filepath.Join(dir, AdminSocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
+	srv := &http.Server{Handler: adm.Handler()}
 	go srv.Serve(ln)
 	defer srv.Close()
 	if _, _, err := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu"}); err != nil {

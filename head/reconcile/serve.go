@@ -3,21 +3,20 @@ package reconcile
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
+	"github.com/rayvast/rayvast/head/admin"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // ServeConfig is what `head serve` hands over when it rents instances itself.
 type ServeConfig struct {
-	Admin     http.Handler                                             // the admin API handler
-	End       func(candidateID, reason string) (wire.Candidate, error) // the provider driver's End
-	Rentals   Rentals                                                  // the built-in provider
-	Blocklist Blocklist                                                // takes vanished rentals' hosts
-	Status    func() wire.ProviderStatus                               // nil: the provider always rents
+	Admin     *admin.Server              // the admin API, called in-process (InProcess)
+	Rentals   Rentals                    // the built-in provider
+	Blocklist Blocklist                  // takes vanished rentals' hosts
+	Status    func() wire.ProviderStatus // nil: the provider always rents
 	NodeTypes map[string]wire.NodeType
 	StateDir  string // for the down marker
 	// Firewall guards Ports (A and B) with nftables table inet
@@ -62,7 +61,7 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 		cfg.Log.Warn("firewall off, but nftables table inet "+table+" of an earlier run still guards its ports; "+
 			"remove it with `head down` or `nft delete table inet "+table+"` if it is not another head's", "table", "inet "+table)
 	}
-	c := Config{Cluster: InProcess(cfg.Admin, cfg.End), Rentals: cfg.Rentals, Blocklist: cfg.Blocklist, Status: cfg.Status, NodeTypes: cfg.NodeTypes,
+	c := Config{Cluster: InProcess(cfg.Admin), Rentals: cfg.Rentals, Blocklist: cfg.Blocklist, Status: cfg.Status, NodeTypes: cfg.NodeTypes,
 		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, MaxDPHTotal: cfg.MaxDPHTotal, RayScales: cfg.RayScales, Pauses: cfg.Pauses, Log: cfg.Log}
 	if fw != nil {
 		c.Firewall = fw

@@ -19,11 +19,11 @@ import (
 )
 
 // TestStartServe: the loop starts at once (min_workers rented through the
-// admin handler, reasons kept through End) and stop returns; with the
+// admin API, reasons kept through End) and stop returns; with the
 // firewall off nothing touches nftables.
 func TestStartServe(t *testing.T) {
-	reg, rr, h := newAdmin(t)
-	stop, err := StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End,
+	reg, rr, adm := newAdmin(t)
+	stop, err := StartServe(context.Background(), ServeConfig{Admin: adm,
 		NodeTypes: map[string]wire.NodeType{"gpu": {GPUs: 1, MinWorkers: 2, MaxWorkers: 2}}, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestStartServe(t *testing.T) {
 // is not removed: it may be another head's.
 func TestStartServeWarnsOfLeftoverTable(t *testing.T) {
 	for _, present := range []bool{true, false} {
-		reg, _, h := newAdmin(t)
+		_, _, adm := newAdmin(t)
 		var logs bytes.Buffer
 		var scripts []string
 		nft := func(_ context.Context, s string) error {
@@ -51,7 +51,7 @@ func TestStartServeWarnsOfLeftoverTable(t *testing.T) {
 			}
 			return nil
 		}
-		stop, err := StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End, StateDir: t.TempDir(), Nft: nft,
+		stop, err := StartServe(context.Background(), ServeConfig{Admin: adm, StateDir: t.TempDir(), Nft: nft,
 			Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -81,10 +81,10 @@ func TestFirewallTablePerCluster(t *testing.T) {
 		dirs = append(dirs, dir)
 	}
 	a := firewall.TableForStateDir(dirs[0]) // its naming: head/firewall's TestTableForStateDir
-	reg, _, h := newAdmin(t)
+	_, _, adm := newAdmin(t)
 	var scripts []string
 	nft := func(_ context.Context, s string) error { scripts = append(scripts, s); return nil }
-	stop, err := StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End, StateDir: dirs[0], Firewall: true, Ports: []int{8443, 8444}, Nft: nft})
+	stop, err := StartServe(context.Background(), ServeConfig{Admin: adm, StateDir: dirs[0], Firewall: true, Ports: []int{8443, 8444}, Nft: nft})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +123,8 @@ func TestStartServeGuardsRayPorts(t *testing.T) {
 	ports.Store([]int{44217, 6379})
 	var asked atomic.Int64
 	rayPorts := func() ([]int, error) { asked.Add(1); return ports.Load().([]int), nil }
-	reg, _, h := newAdmin(t)
-	stop, err := StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End, StateDir: t.TempDir(), Firewall: true,
+	_, _, adm := newAdmin(t)
+	stop, err := StartServe(context.Background(), ServeConfig{Admin: adm, StateDir: t.TempDir(), Firewall: true,
 		FirewallTable: "rvtest", Ports: []int{8443}, Nft: nft, RayPorts: rayPorts, RayPortsEvery: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestStartServeGuardsRayPorts(t *testing.T) {
 	stop()
 
 	asked.Store(0)
-	stop, err = StartServe(context.Background(), ServeConfig{Admin: h, End: reg.End, StateDir: t.TempDir(),
+	stop, err = StartServe(context.Background(), ServeConfig{Admin: adm, StateDir: t.TempDir(),
 		FirewallTable: "rvtest2", Nft: func(context.Context, string) error { return errors.New("no table") },
 		RayPorts: rayPorts, RayPortsEvery: 10 * time.Millisecond})
 	if err != nil {
