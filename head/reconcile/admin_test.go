@@ -13,6 +13,7 @@ import (
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -108,7 +109,7 @@ func (c *closer) Close() error { c.closed = true; return nil }
 func TestDown(t *testing.T) {
 	dir := t.TempDir()
 	reg, _, adm := newAdmin(t)
-	ln, err := net.Listen("unix", filepath.Join(dir, AdminSocketName))
+	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
 	if err != nil {
 		t.Fatal(err)
 	}

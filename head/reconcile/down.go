@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rayvast/rayvast/internal/ctxsleep"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -18,9 +18,6 @@ const DownFileName = "down"
 
 // DownFile is the marker's path in a state dir.
 func DownFile(stateDir string) string { return filepath.Join(stateDir, DownFileName) }
-
-// AdminSocketName is the admin socket in a state dir (SPEC §8).
-const AdminSocketName = "admin.sock"
 
 // DownConfig is what `head down` needs.
 type DownConfig struct {
@@ -45,12 +42,8 @@ type DownReport struct {
 	Destroyed   []string // instances destroyed through the provider
 }
 
-// Down ends the cluster: it leaves the down marker, ends every live
-// candidate through the admin API when the head runs (and waits until the
-// head shows none live), destroys every rental the provider lists by label
-// until none is left, and removes the firewall table of a stopped head.
-func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
-	var rep DownReport
+// withDefaults fills in the defaults the fields' comments name.
+func (cfg DownConfig) withDefaults() DownConfig {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
@@ -61,87 +54,49 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Admin == nil {
-		cfg.Admin = AdminSocket(filepath.Join(cfg.StateDir, AdminSocketName))
+		cfg.Admin = AdminSocket(filepath.Join(cfg.StateDir, statedir.AdminSocket))
 	}
+	return cfg
+}
+
+// Down ends the cluster in its phases: leave the down marker, find the
+// head, end every live candidate through it (and wait until it shows none
+// live), destroy every rental the provider lists by label until none is
+// left, and remove the firewall table of a stopped head.
+func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
+	var rep DownReport
+	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if err := os.WriteFile(DownFile(cfg.StateDir), []byte("head down\n"), 0o600); err != nil {
 		return rep, fmt.Errorf("head down: write marker: %w", err)
 	}
-	cands, err := cfg.Admin.Candidates(ctx)
-	rep.HeadRunning = err == nil
+	cands, running, err := findHead(ctx, cfg)
+	rep.HeadRunning = running
 	if err != nil {
-		cfg.Log.Info("head down: the head is not running; ending rentals through the provider only", "err", err)
-		if cfg.Rentals == nil {
-			return rep, fmt.Errorf("head down: head not reachable (%v) and no provider to destroy rentals with", err)
-		}
+		return rep, err
 	}
 	// The head gets half the time to end its candidates; whatever it could
 	// not end, the provider still destroys by label below.
 	var endErr error
 	endCtx, endCancel := context.WithTimeout(ctx, cfg.Timeout/2)
 	defer endCancel()
-	for rep.HeadRunning {
-		liveLeft := 0
-		for _, c := range cands {
-			if !liveState(c.State) {
-				continue
-			}
-			liveLeft++
-			if err := cfg.Admin.End(endCtx, c.CandidateID, ReasonDown); err != nil {
-				cfg.Log.Warn("head down: end candidate", "candidate", c.CandidateID, "err", err)
-				continue
-			}
-			rep.Ended = appendOnce(rep.Ended, c.CandidateID)
+	if rep.HeadRunning {
+		rep.Ended, endErr = endThroughHead(endCtx, cfg, cands)
+		if endErr != nil && cfg.Rentals == nil {
+			return rep, endErr
 		}
-		if liveLeft == 0 {
-			break
-		}
-		if err := ctxsleep.Sleep(endCtx, cfg.Poll); err != nil {
-			endErr = fmt.Errorf("head down: %d candidates still live: %w", liveLeft, err)
-			if cfg.Rentals == nil {
-				return rep, endErr
-			}
-			cfg.Log.Warn("head down: the head did not end every candidate; destroying the rentals through the provider", "live", liveLeft)
-			break
-		}
-		if cands, err = cfg.Admin.Candidates(endCtx); err != nil {
-			if endCtx.Err() != nil {
-				// Out of time mid-request: still a failure to report,
-				// not a head that stopped.
-				endErr = fmt.Errorf("head down: %d candidates still live: %w", liveLeft, endCtx.Err())
-				if cfg.Rentals == nil {
-					return rep, endErr
-				}
-			}
-			break // the head stopped meanwhile (or its time is up): the provider finishes the job
-		}
-	}
-	if cfg.Rentals != nil && rep.HeadRunning && endErr == nil {
-		// The running head destroys its ended candidates' rentals itself;
-		// destroying them from here too would halve the pace (the
-		// provider's API limits destroys per account, vast to one per 3 s).
-		waitHeadDestroys(endCtx, cfg)
 	}
 	if cfg.Rentals != nil {
-		for {
-			rs, err := cfg.Rentals.List(ctx)
-			if err != nil {
-				return rep, fmt.Errorf("head down: list rentals: %w", err)
-			}
-			if len(rs) == 0 {
-				break
-			}
-			for _, r := range rs {
-				if err := cfg.Rentals.Destroy(ctx, r.InstanceID); err != nil {
-					cfg.Log.Warn("head down: destroy", "instance", r.InstanceID, "err", err)
-					continue
-				}
-				rep.Destroyed = appendOnce(rep.Destroyed, r.InstanceID)
-			}
-			if err := ctxsleep.Sleep(ctx, cfg.Poll); err != nil {
-				return rep, fmt.Errorf("head down: rentals still listed: %w", err)
-			}
+		if rep.HeadRunning && endErr == nil {
+			// The running head destroys its ended candidates' rentals
+			// itself; destroying them from here too would halve the pace
+			// (the provider's API limits destroys per account, vast to one
+			// per 3 s).
+			waitHeadDestroys(endCtx, cfg)
+		}
+		if rep.Destroyed, err = destroyRentals(ctx, cfg); err != nil {
+			return rep, err
 		}
 	}
 	if cfg.Firewall != nil && !rep.HeadRunning {
@@ -150,32 +105,6 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 		}
 	}
 	return rep, endErr
-}
-
-// stallPolls is how many polls the down process waits without a rental
-// going away before it destroys the rest itself (10 s at the default 2 s:
-// more than vast's 3 s between destroys).
-const stallPolls = 5
-
-// waitHeadDestroys lists the rentals until none is left, the head makes no
-// progress for stallPolls polls, or ctx ends.
-func waitHeadDestroys(ctx context.Context, cfg DownConfig) {
-	last, still := -1, 0
-	for {
-		rs, err := cfg.Rentals.List(ctx)
-		if err != nil || len(rs) == 0 {
-			return
-		}
-		if len(rs) != last {
-			last, still = len(rs), 0
-		} else if still++; still >= stallPolls {
-			cfg.Log.Warn("head down: the head destroys no more rentals; destroying them here", "left", len(rs))
-			return
-		}
-		if ctxsleep.Sleep(ctx, cfg.Poll) != nil {
-			return
-		}
-	}
 }
 
 func liveState(s string) bool {

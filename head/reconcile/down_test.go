@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -28,7 +29,7 @@ func TestDownDestroysWhenEndFails(t *testing.T) {
 		}
 		h.ServeHTTP(w, r)
 	})
-	ln, err := net.Listen("unix", filepath.Join(dir, AdminSocketName))
+	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestDownLeavesDestroysToHead(t *testing.T) {
 	dir := t.TempDir()
 	reg, _, adm := newAdmin(t)
-	ln, err := net.Listen("unix", filepath.Join(dir, AdminSocketName))
+	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
 	if err != nil {
 		t.Fatal(err)
 	}
