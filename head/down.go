@@ -20,15 +20,57 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
+type downFlags struct{ state, config, provider string }
+
+// downTarget is the cluster `head down` ends: its state dir, its name
+// (the rentals' label) and the provider that rented them.
+type downTarget struct {
+	st      *statedir.State
+	cluster string
+	kind    string               // none, docker or vast
+	pc      *wire.ProviderConfig // the config's provider block, if a config was given
+}
+
 // runDown ends the cluster: every candidate through the running head, every
 // rental the provider lists by label, and the firewall table of a stopped
 // head. A running head stays up with nothing rented until it restarts.
 func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, code, ok := parseDownFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	st, err := statedir.Load(f.state)
+	if err != nil {
+		fmt.Fprintf(stderr, "head down: %v\n", err)
+		return 1
+	}
+	t := downTarget{st: st, cluster: st.Cluster, kind: f.provider}
+	if f.config != "" {
+		cfg, err := config.Load(f.config)
+		if err != nil {
+			fmt.Fprintf(stderr, "head down: %v\n", err)
+			return 2
+		}
+		if cfg.Cluster != "" {
+			t.cluster = cfg.Cluster
+		}
+		t.kind, t.pc = providerKind(f.provider, cfg), cfg.Provider
+	}
+	if err := down(ctx, t, stdout, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
+		fmt.Fprintf(stderr, "head down: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseDownFlags parses head down's flags; when ok is false, the command
+// exits with code (0 for --help).
+func parseDownFlags(args []string, stderr io.Writer) (f downFlags, code int, ok bool) {
 	fs := flag.NewFlagSet("head down", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	state := fs.String("state", "", "state dir of the head")
-	cfgPath := fs.String("config", "", "config file (for the cluster name; optional)")
-	prov := fs.String("provider", "", "the head's built-in provider: none, docker or vast (default: the config's provider.kind, else none)")
+	fs.StringVar(&f.state, "state", "", "state dir of the head")
+	fs.StringVar(&f.config, "config", "", "config file (for the cluster name; optional)")
+	fs.StringVar(&f.provider, "provider", "", "the head's built-in provider: none, docker or vast (default: the config's provider.kind, else none)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: head down --state DIR|--config FILE [--provider none|docker|vast]\n\n"+
 			"Ends the cluster: every candidate through the running head (which then rents\n"+
@@ -38,74 +80,64 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return f, 0, false
 		}
-		return 2
+		return f, 2, false
 	}
-	if *state == "" && *cfgPath != "" {
-		*state = defaultStateDir(*cfgPath) // where head up put it
+	if f.state == "" && f.config != "" {
+		f.state = defaultStateDir(f.config) // where head up put it
 	}
-	if *state == "" || fs.NArg() > 0 {
+	if f.state == "" || fs.NArg() > 0 {
 		fs.Usage()
-		return 2
+		return f, 2, false
 	}
-	st, err := statedir.Load(*state)
+	return f, 0, true
+}
+
+// down runs head down's phases: open the provider's rentals, end the
+// cluster (reconcile.Down), report, and remove a stopped head's Docker
+// network.
+func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger) error {
+	rentals, closeRentals, err := openDownRentals(t, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "head down: %v\n", err)
-		return 1
+		return err
 	}
-	cluster := st.Cluster
-	var pc *wire.ProviderConfig
-	if *cfgPath != "" {
-		cfg, err := config.Load(*cfgPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "head down: %v\n", err)
-			return 2
-		}
-		if cfg.Cluster != "" {
-			cluster = cfg.Cluster
-		}
-		*prov, pc = providerKind(*prov, cfg), cfg.Provider
+	defer closeRentals()
+	rep, err := reconcile.Down(ctx, reconcile.DownConfig{StateDir: t.st.Dir, Log: log, Rentals: rentals,
+		Firewall: closerFunc(func() error { return firewall.Remove(ctx, firewall.TableFor(t.st.AppID), nil) })})
+	fmt.Fprintf(stdout, "head running: %v; candidates ended: %d; instances destroyed: %d\n", rep.HeadRunning, len(rep.Ended), len(rep.Destroyed))
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	dc := reconcile.DownConfig{StateDir: st.Dir, Log: log,
-		Firewall: closerFunc(func() error { return firewall.Remove(ctx, firewall.TableFor(st.AppID), nil) })}
-	if *prov == "docker" {
+	if t.kind == "docker" && !rep.HeadRunning {
+		// Nothing uses the cluster's network any more (a running head's
+		// provider still would): remove it with anything left on it.
+		return docker.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == t.cluster })
+	}
+	return nil
+}
+
+// openDownRentals opens what lists and destroys the cluster's rentals: nil
+// with no built-in provider. closeRentals is never nil.
+func openDownRentals(t downTarget, log *slog.Logger) (rentals reconcile.Rentals, closeRentals func(), err error) {
+	if t.kind == "docker" {
 		// Only list and end: the full provider would build the image, make
 		// the network and start a DNS responder, rewriting a running
 		// head's DNS port in the state dir.
-		r, err := docker.OpenRentals(nil, cluster, log)
+		r, err := docker.OpenRentals(nil, t.cluster, log)
 		if err != nil {
-			fmt.Fprintf(stderr, "head down: %v\n", err)
-			return 1
+			return nil, nil, err
 		}
-		dc.Rentals = r
-	} else {
-		p, err := newProvider(*prov, pc, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
-		if err != nil {
-			fmt.Fprintf(stderr, "head down: %v\n", err)
-			return 1
-		}
-		if p != nil {
-			defer p.Close()
-			dc.Rentals = p
-		}
+		return r, func() {}, nil
 	}
-	rep, err := reconcile.Down(ctx, dc)
-	fmt.Fprintf(stdout, "head running: %v; candidates ended: %d; instances destroyed: %d\n", rep.HeadRunning, len(rep.Ended), len(rep.Destroyed))
+	p, err := newProvider(t.kind, t.pc, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
 	if err != nil {
-		fmt.Fprintf(stderr, "head down: %v\n", err)
-		return 1
+		return nil, nil, err
 	}
-	if *prov == "docker" && !rep.HeadRunning {
-		// Nothing uses the cluster's network any more (a running head's
-		// provider still would): remove it with anything left on it.
-		if err := docker.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == cluster }); err != nil {
-			fmt.Fprintf(stderr, "head down: %v\n", err)
-			return 1
-		}
+	if p == nil {
+		return nil, func() {}, nil
 	}
-	return 0
+	return p, func() { p.Close() }, nil
 }
 
 type closerFunc func() error
