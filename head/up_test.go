@@ -142,7 +142,7 @@ func TestUp(t *testing.T) {
 	if rec.Env["RAY_USE_TLS"] != "1" || rec.Env["RAY_CLOUD_INSTANCE_ID"] != rayhead.InstanceID || rec.Env["RAY_NODE_TYPE_NAME"] != rayhead.NodeTypeName {
 		t.Errorf("Ray head env: %v", rec.Env)
 	}
-	admin := adminclient.Unix(filepath.Join(state, "admin.sock"), 5*time.Second)
+	admin := adminclient.Unix(filepath.Join(state, statedir.AdminSocket), 5*time.Second)
 	var created wire.CandidateCreated
 	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &created, http.StatusCreated); err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestUpSecondOnSameState(t *testing.T) {
 	args := []string{"--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0"}
 	first := startUp(t, args...)
 	first.waitFor(t, "the live summary", func() bool { return strings.Contains(first.out.String(), "Ray head: running") })
-	admin := adminclient.Unix(filepath.Join(dir, "cluster.state", "admin.sock"), 5*time.Second)
+	admin := adminclient.Unix(filepath.Join(dir, "cluster.state", statedir.AdminSocket), 5*time.Second)
 	var created wire.CandidateCreated
 	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &created, http.StatusCreated); err != nil {
 		t.Fatal(err)
@@ -347,7 +347,7 @@ func TestUpAutoscaler(t *testing.T) {
 	if err != nil {
 		t.Fatalf("autoscaler.yaml: %v", err)
 	}
-	if as["idle_timeout_minutes"] != 0.5 || as["provider"].(map[string]any)["admin_socket"] != filepath.Join(state, "admin.sock") {
+	if as["idle_timeout_minutes"] != 0.5 || as["provider"].(map[string]any)["admin_socket"] != filepath.Join(state, statedir.AdminSocket) {
 		t.Errorf("autoscaler.yaml: idle %v, provider %v", as["idle_timeout_minutes"], as["provider"])
 	}
 	// The stand-in refuses --autoscaling-config (it does not model Ray's

@@ -41,7 +41,7 @@ func TestAutoscalerYAMLPassesRaySchema(t *testing.T) {
 		}
 		dir := t.TempDir()
 		st := &statedir.State{Dir: dir, HeadIP: "198.51.100.1"}
-		path, err := writeAutoscalerYAML(st, cfg, filepath.Join(dir, "admin.sock"))
+		path, err := writeAutoscalerYAML(st, cfg, filepath.Join(dir, statedir.AdminSocket))
 		if err != nil {
 			t.Fatal(err)
 		}

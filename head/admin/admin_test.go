@@ -17,6 +17,7 @@ import (
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/registry"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -43,7 +44,7 @@ func newAdmin(t *testing.T) *adminT {
 	s := New(Config{Registry: reg, Blocklist: a.block, Rentals: a.rent, Metrics: a.m,
 		NodeTypes: map[string]wire.NodeType{"gpu1": {GPUs: 1, MaxWorkers: 1}},
 		Env:       Env{Head: "198.51.100.1", PortA: 8443, PortB: 8444, BootstrapSHA256: "ab", CASHA256: "cd"}})
-	a.sock = filepath.Join(t.TempDir(), "admin.sock")
+	a.sock = filepath.Join(t.TempDir(), statedir.AdminSocket)
 	ln, err := Listen(a.sock)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rayvast/rayvast/head/statedir"
 )
 
 // TestUnix proves the socket client carries the JSON body, checks the
@@ -26,7 +28,7 @@ func TestUnix(t *testing.T) {
 		}
 		http.Error(w, `{"error":"nope"}`, http.StatusConflict)
 	})
-	sock := filepath.Join(t.TempDir(), "admin.sock")
+	sock := filepath.Join(t.TempDir(), statedir.AdminSocket)
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rayenv"
 )
@@ -219,9 +220,9 @@ func (d *demo) run(ctx context.Context) int {
 	if d.o.noWait || ctx.Err() != nil {
 		return exitCode(ok)
 	}
-	d.say("\nThe cluster keeps running: admin socket %s, head log %s.", filepath.Join(d.stateDir, "admin.sock"), d.logFile.Name())
+	d.say("\nThe cluster keeps running: admin socket %s, head log %s.", filepath.Join(d.stateDir, statedir.AdminSocket), d.logFile.Name())
 	d.say("Try, in another terminal:\n  %s status --state %s\n  docker ps --filter label=%s=%s\n  curl -s --unix-socket %s http://head/v1/nodes",
-		d.exe, d.stateDir, docker.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, "admin.sock"))
+		d.exe, d.stateDir, docker.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, statedir.AdminSocket))
 	if d.python != "" {
 		d.say("  %s run --state %s -- python your_job.py        (a Ray driver with the cluster's TLS and token)", d.exe, d.stateDir)
 		d.say("  %s run --state %s -- ray job submit -- python3 -c 'import ray; ray.init(); print(ray.cluster_resources())'", d.exe, d.stateDir)

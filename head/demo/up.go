@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -102,7 +103,7 @@ func (d *demo) startUp(ctx context.Context, gw, agent, boot, img string) (*admin
 	d.serveDone = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(d.serveDone) }()
 
-	admin := newAdminClient(filepath.Join(d.stateDir, "admin.sock"))
+	admin := newAdminClient(filepath.Join(d.stateDir, statedir.AdminSocket))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := admin.candidates(ctx); err == nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -50,7 +51,7 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 		"--listen-a", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
 		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip)))}
 	h.bin = bin
-	sock := filepath.Join(state, "admin.sock")
+	sock := filepath.Join(state, statedir.AdminSocket)
 	h.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -105,7 +106,7 @@ func newCluster(t testing.TB, provider string) *cluster {
 		"--listen-a", net.JoinHostPort(c.gw, freePort(t, c.gw)), "--listen-b", net.JoinHostPort(c.gw, freePort(t, c.gw)),
 		"--provider", provider}
 	c.env = append(os.Environ(), docker.EnvImage+"="+suite.image, docker.EnvUnsafeNodeTypes+"="+unsafeType)
-	sock := filepath.Join(c.state, "admin.sock")
+	sock := filepath.Join(c.state, statedir.AdminSocket)
 	c.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)

@@ -21,6 +21,7 @@ import (
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/demo"
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rayenv"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -128,7 +129,7 @@ func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers in
 		t.Fatal(err)
 	}
 	go func() { c.done <- c.cmd.Wait() }()
-	c.admin = adminclient.Unix(filepath.Join(c.state, "admin.sock"), 5*time.Second)
+	c.admin = adminclient.Unix(filepath.Join(c.state, statedir.AdminSocket), 5*time.Second)
 	t.Cleanup(c.stop)
 	return c
 }

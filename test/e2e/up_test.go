@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -79,7 +80,7 @@ func TestUpDockerExample(t *testing.T) {
 		}
 	}()
 
-	admin := adminclient.Unix(filepath.Join(state, "admin.sock"), 5*time.Second)
+	admin := adminclient.Unix(filepath.Join(state, statedir.AdminSocket), 5*time.Second)
 	waitFor(t, 3*time.Minute, "two nodes with Ray running", func() (bool, string) {
 		select {
 		case err := <-done:

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
@@ -100,7 +101,7 @@ func TestWithHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); _ = serve.Wait() }()
-	sock := filepath.Join(state, "admin.sock")
+	sock := filepath.Join(state, statedir.AdminSocket)
 	rvtest.WaitFor(t, 30*time.Second, func() error {
 		c, err := net.Dial("unix", sock)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -62,7 +63,7 @@ func startHead(t *testing.T, head, dir string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = serve.Wait() })
-	sock := filepath.Join(state, "admin.sock")
+	sock := filepath.Join(state, statedir.AdminSocket)
 	rvtest.WaitFor(t, 30*time.Second, func() error {
 		c, err := net.Dial("unix", sock)
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -264,7 +265,7 @@ func (f *flow) start() {
 		// test's ephemeral ports, but do not leave it behind).
 		_ = firewall.Remove(context.Background(), firewall.TableForStateDir(f.state), nil)
 	})
-	sock := filepath.Join(f.state, "admin.sock")
+	sock := filepath.Join(f.state, statedir.AdminSocket)
 	for i := 0; i < 100; i++ {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
@@ -293,7 +294,7 @@ func (f *flow) stop() {
 
 func (f *flow) admin(path string) string {
 	c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(f.state, "admin.sock"))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(f.state, statedir.AdminSocket))
 	}}}
 	resp, err := c.Get("http://admin" + path)
 	if err != nil {

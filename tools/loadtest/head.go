@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -66,7 +67,7 @@ func startHead(o options, idx int) (*head, error) {
 	if err := start(h.cmd, h.cpus.server); err != nil {
 		return nil, err
 	}
-	sock := filepath.Join(h.state, "admin.sock")
+	sock := filepath.Join(h.state, statedir.AdminSocket)
 	h.adm = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
