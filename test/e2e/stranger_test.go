@@ -119,34 +119,12 @@ func testStranger(t *testing.T, version string) {
 	// The positive control: the same doors from the cluster.
 	cluster := creds{name: "the cluster's", cert: files.cert, token: files.token}
 	t.Run("the same calls from the cluster", func(t *testing.T) {
-		// Some of the Ray head's metrics servers come up after the rest
-		// (Ray 2.52's autoscaler monitor): look again for up to a minute,
-		// finding the listeners anew each time.
-		metrics, targets := 0, headTargets
-		var reports []portReport
-		rvtest.Until(time.Minute, func() bool {
-			reports, metrics = probeAll(ctx, hostDial, targets, []creds{cluster}), 0
-			for _, r := range reports {
-				for _, a := range r.answers {
-					if a.what == "GET /metrics (plain)" && a.status == http.StatusOK && !strings.HasPrefix(r.role, "other:") && r.connected {
-						metrics++
-					}
-				}
-			}
-			if metrics == 0 {
-				time.Sleep(3 * time.Second)
-				targets, _ = c.headTargets(t)
-			}
-			return metrics > 0
-		})
-		for _, r := range reports {
+		for _, r := range probeAll(ctx, hostDial, headTargets, []creds{cluster}) {
 			if !strings.HasPrefix(r.role, "other:") && r.connected {
 				t.Log("from the head's machine: " + r.summary())
 			}
 		}
-		if metrics == 0 {
-			t.Error("no Ray head port serves /metrics to the head's machine: the control has nothing to control")
-		}
+		c.metricsControl(ctx, t)
 		gcsAddr := c.rayAddress(t)
 		gcs := grpcCall(ctx, client(hostDial, true, cluster), "https", gcsAddr, grpcMethods[0], files.token, "TLS, the cluster's")
 		if gcs.err != nil || gcs.grpcStatus == "" {
@@ -324,6 +302,39 @@ func (c *rayCluster) waitRayHeadSettled(t *testing.T, limit time.Duration) {
 		all := strings.Contains(now, "gcs_server") && strings.Contains(now, "raylet") && strings.Contains(now, "client.server")
 		return all && time.Since(since) >= 5*time.Second, now
 	})
+}
+
+// metricsControl fails t unless some exposed listener of the Ray head
+// answers GET /metrics with 200 to the head's machine: the Prometheus
+// servers the stranger must not reach are there for the cluster. Some come
+// up after the rest (Ray 2.52's autoscaler monitor), and a loaded machine
+// answers slowly, so it asks every listener, at its own bound address,
+// again for up to two minutes; a failure names what each one answered.
+func (c *rayCluster) metricsControl(ctx context.Context, t *testing.T) {
+	t.Helper()
+	get := httpCall{method: "GET", path: "/metrics"}
+	cl := client(hostDial, false, creds{})
+	cl.Transport.(*http.Transport).ResponseHeaderTimeout = 15 * time.Second
+	var seen []string
+	ok := rvtest.Until(2*time.Minute, func() bool {
+		seen = seen[:0]
+		for _, l := range c.rayHeadListeners(t) {
+			if !l.Exposed() {
+				continue
+			}
+			a := get.do(ctx, cl, "http", dialable(l.Addr), "", "plain")
+			seen = append(seen, fmt.Sprintf("%s (%s): %s", l.Addr, procName(l.PID), a))
+			if a.status == http.StatusOK && strings.Contains(a.body, "# ") {
+				t.Logf("control: %s (%s) serves /metrics to the head's machine", l.Addr, procName(l.PID))
+				return true
+			}
+		}
+		time.Sleep(3 * time.Second)
+		return false
+	})
+	if !ok {
+		t.Errorf("no Ray head listener serves /metrics to the head's machine: the control has nothing to control; they answered:\n%s", strings.Join(seen, "\n"))
+	}
 }
 
 // rayHeadListeners are the listeners of the Ray head's processes.

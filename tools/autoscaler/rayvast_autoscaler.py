@@ -6,7 +6,8 @@ over HTTP on the Unix socket STATE/admin.sock:
     create_node     -> POST   /v1/candidates {"node_type": ...}   (count times)
     terminate_node  -> DELETE /v1/candidates/{candidate_id}
     non_terminated_nodes, is_running, is_terminated, node_tags,
-    external_ip, internal_ip -> GET /v1/candidates
+    external_ip, internal_ip -> GET /v1/candidates, and GET /v1/nodes for
+                               whether an enrolled node's Ray has joined
 
 A Ray node ID is a rayvast candidate ID: the agent starts each node's Ray
 with RAY_CLOUD_INSTANCE_ID set to it, the only link Ray's v2 autoscaler
@@ -83,6 +84,7 @@ RAY_TAGS_WITHOUT_RAY = {
     "NODE_KIND_HEAD": "head",
     "STATUS_UP_TO_DATE": "up-to-date",
     "STATUS_UNINITIALIZED": "uninitialized",
+    "STATUS_SETTING_UP": "setting-up",
     "STATUS_WAITING_FOR_SSH": "waiting-for-ssh",
     "STATUS_UPDATE_FAILED": "update-failed",
 }
@@ -102,6 +104,7 @@ NODE_KIND_WORKER = _ray_name("NODE_KIND_WORKER")
 NODE_KIND_HEAD = _ray_name("NODE_KIND_HEAD")
 STATUS_UP_TO_DATE = _ray_name("STATUS_UP_TO_DATE")
 STATUS_UNINITIALIZED = _ray_name("STATUS_UNINITIALIZED")
+STATUS_SETTING_UP = _ray_name("STATUS_SETTING_UP")
 STATUS_WAITING_FOR_SSH = _ray_name("STATUS_WAITING_FOR_SSH")
 STATUS_UPDATE_FAILED = _ray_name("STATUS_UPDATE_FAILED")
 HEAD_NODE_ID = "head"  # the Ray head's RAY_CLOUD_INSTANCE_ID (head/rayhead)
@@ -121,9 +124,21 @@ _STATUS_BY_STATE = {
     "pending": STATUS_UNINITIALIZED,
     "rented": STATUS_UNINITIALIZED,
     "running": STATUS_WAITING_FOR_SSH,  # rented and reachable, not enrolled yet
-    "enrolled": STATUS_UP_TO_DATE,
+    "enrolled": STATUS_SETTING_UP,  # up-to-date once its Ray has joined
     "lost": STATUS_UPDATE_FAILED,
 }
+RAY_JOINED = "running"  # a node's Ray state once Ray lists it (wire.RayRunning)
+
+
+def _status_of(c):
+    """Ray's status for a candidate. An enrolled node is up-to-date only once
+    its Ray has joined the cluster: v1 counts an up-to-date node without a
+    Ray heartbeat as unhealthy after AUTOSCALER_HEARTBEAT_TIMEOUT_S and ends
+    it, so a node still starting Ray is "setting-up" (pending) instead."""
+    state = c.get("state")
+    if state == "enrolled" and c.get("ray_state") == RAY_JOINED:
+        return STATUS_UP_TO_DATE
+    return _STATUS_BY_STATE.get(state, STATUS_UNINITIALIZED)
 
 
 class AdminError(Exception):
@@ -185,6 +200,9 @@ class AdminClient:
     def candidates(self):
         return self.call("GET", "/v1/candidates") or []
 
+    def nodes(self):
+        return self.call("GET", "/v1/nodes") or []
+
     def create(self, node_type):
         created = self.call("POST", "/v1/candidates", {"node_type": node_type}, want=(201,))
         return created["candidate_id"]  # join_token and env deliberately dropped
@@ -220,6 +238,10 @@ class RayvastNodeProvider(NodeProvider):
     # -- reading --------------------------------------------------------
     def _refresh(self):
         cands = self.admin.candidates()
+        # Each enrolled candidate's node says whether its Ray has joined.
+        ray = {n.get("candidate_id"): (n.get("ray") or {}).get("state") for n in self.admin.nodes()}
+        for c in cands:
+            c["ray_state"] = ray.get(c["candidate_id"])
         with self._lock:
             self._cache = {c["candidate_id"]: c for c in cands}
         # destroy_requested: the head wants this candidate ended and an
@@ -254,7 +276,7 @@ class RayvastNodeProvider(NodeProvider):
         tags.update({
             TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
             TAG_RAY_USER_NODE_TYPE: c.get("node_type", ""),
-            TAG_RAY_NODE_STATUS: _STATUS_BY_STATE.get(c.get("state"), STATUS_UNINITIALIZED),
+            TAG_RAY_NODE_STATUS: _status_of(c),
         })
         tags.setdefault(TAG_RAY_NODE_NAME, "rayvast-%s-%s" % (self.cluster_name, node_id))
         return tags

@@ -39,6 +39,7 @@ class FakeAdmin:
 
     def __init__(self):
         self.cands = {}
+        self.ray = {}  # candidate_id -> its node's Ray state (GET /v1/nodes)
         self.n = 0
         self.requests = []
         self.lock = threading.Lock()
@@ -48,6 +49,8 @@ class FakeAdmin:
             self.requests.append((method, path, body))
             if method == "GET" and path == "/v1/candidates":
                 return 200, sorted(self.cands.values(), key=lambda c: c["candidate_id"])
+            if method == "GET" and path == "/v1/nodes":
+                return 200, [{"candidate_id": cid, "ray": {"state": st}} for cid, st in sorted(self.ray.items())]
             if method == "POST" and path == "/v1/candidates":
                 req = json.loads(body)
                 if set(req) != {"node_type"} or req["node_type"] not in ("gpu", "cpu"):
@@ -143,12 +146,19 @@ class ProviderTest(unittest.TestCase):
         self.assertFalse(self.p.is_terminated("c1"))
         self.assertEqual(self.p.node_tags("c1")[ra.TAG_RAY_NODE_STATUS], ra.STATUS_UNINITIALIZED)
 
-        # The head rents it and it enrolls.
+        # The head rents it and it enrolls; its Ray is still starting, so
+        # Ray must see it pending (setting-up), not up-to-date: v1 would
+        # end an up-to-date node that sends Ray no heartbeat for 30 s.
         self.admin.cands["c1"].update(state="enrolled", public_ip="203.0.113.7")
+        self.admin.ray["c1"] = "starting"
         self.p.non_terminated_nodes({})
         self.assertTrue(self.p.is_running("c1"))
         self.assertEqual(self.p.external_ip("c1"), "203.0.113.7")
         self.assertEqual(self.p.internal_ip("c1"), "203.0.113.7")
+        self.assertEqual(self.p.node_tags("c1")[ra.TAG_RAY_NODE_STATUS], ra.STATUS_SETTING_UP)
+        # Its Ray joins the cluster: up-to-date.
+        self.admin.ray["c1"] = "running"
+        self.p.non_terminated_nodes({})
         self.assertEqual(self.p.node_tags("c1")[ra.TAG_RAY_NODE_STATUS], ra.STATUS_UP_TO_DATE)
         # Ray's stored status (it tags every new node "uninitialized") does
         # not hide what the head knows; Ray's other tags are kept.
