@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -81,7 +82,11 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		dc.Rentals = r
 	} else {
-		p, err := newProvider(*prov, pc, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
+		ps, err := readProviderSettings(*prov, pc)
+		var p provider.Provider
+		if err == nil {
+			p, err = openProvider(ctx, ps, blocklist.New(time.Now), provider.Options{Cluster: cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log})
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "head down: %v\n", err)
 			return 1
@@ -100,7 +105,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *prov == "docker" && !rep.HeadRunning {
 		// Nothing uses the cluster's network any more (a running head's
 		// provider still would): remove it with anything left on it.
-		if err := docker.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == cluster }); err != nil {
+		if err := vastnet.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == cluster }); err != nil {
 			fmt.Fprintf(stderr, "head down: %v\n", err)
 			return 1
 		}
