@@ -72,9 +72,9 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dc := reconcile.DownConfig{StateDir: st.Dir, Log: log,
 		Firewall: closerFunc(func() error { return firewall.Remove(ctx, firewall.TableFor(st.AppID), nil) })}
 	if *prov == "docker" {
-		// Only list and end: the full provider would build the image, make
-		// the network and start a DNS responder, rewriting a running
-		// head's DNS port in the state dir.
+		// Only list and end: the full provider would make the network and
+		// start a DNS responder, rewriting a running head's DNS port in the
+		// state dir.
 		r, err := docker.OpenRentals(nil, cluster, log)
 		if err != nil {
 			fmt.Fprintf(stderr, "head down: %v\n", err)
