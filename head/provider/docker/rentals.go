@@ -14,8 +14,8 @@ import (
 )
 
 // Rentals lists and ends one cluster's containers, and nothing more: what
-// `head down` needs. Unlike New it makes no network and
-// starts no DNS responder (a running head's responder keeps its port).
+// `head down` needs. Unlike New it makes no network and starts no DNS
+// responder (a running head's responder keeps its port).
 type Rentals struct {
 	eng     *dockerengine.Client
 	cluster string
