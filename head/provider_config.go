@@ -40,6 +40,20 @@ func loadAgent(path string) ([]byte, error) {
 	return b, nil
 }
 
+// startProvider is serve's provider: its settings read, the candidate
+// image a docker provider needs built (a step of its own: the provider
+// builds none), the provider opened; nil for kind none.
+func startProvider(ctx context.Context, kind string, cfg *config.Config, block *blocklist.List, o provider.Options) (provider.Provider, error) {
+	ps, err := readProviderSettings(kind, cfg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureCandidateImage(ctx, &ps, cfg.Ray.Version, o.Log); err != nil {
+		return nil, err
+	}
+	return openProvider(ctx, ps, block, o)
+}
+
 // openProvider opens the built-in provider of ps; nil for kind none. It
 // builds no image: ps.docker.Image must be set (ensureCandidateImage).
 func openProvider(ctx context.Context, ps providerSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {

@@ -134,15 +134,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	}
 	defer closeState()
 	block := blocklist.New(time.Now)
-	ps, err := readProviderSettings(f.provider, cfg.Provider)
-	if err != nil {
-		return err
-	}
-	plog := log.With("provider", f.provider)
-	if err := ensureCandidateImage(ctx, &ps, cfg.Ray.Version, plog); err != nil {
-		return err
-	}
-	prov, err := openProvider(ctx, ps, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: plog})
+	prov, err := startProvider(ctx, f.provider, cfg, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
 	if err != nil {
 		return err
 	}
