@@ -119,7 +119,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Client == nil {
 		if cfg.Key.IsZero() {
-			return nil, fmt.Errorf("vast provider: no API key: set %s or %s (a file)", EnvAPIKey, EnvAPIKeyFile)
+			return nil, errors.New("vast provider: no API key")
 		}
 		lim, err := limitsFrom(cfg.Settings.IntervalsS)
 		if err != nil {
