@@ -25,8 +25,8 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// Environment variables the head reads the Settings from (head/provider_settings.go;
-// its config's provider block gives the same, the environment wins).
+// Environment variables the head reads the Settings from
+// (head/provider_settings.go; they win over the config's provider block).
 // Named here so tools that start a head (head demo, the e2e suite) set them.
 const (
 	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // Settings.Image
