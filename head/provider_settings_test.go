@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/blocklist"
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/provider/vast"
 	"github.com/rayvast/rayvast/head/vastnet"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -135,5 +137,26 @@ func TestDockerSettingsFromEnv(t *testing.T) {
 	}
 	if _, err := parseProviderSettings("dockr", nil, env(nil)); err == nil || !strings.Contains(err.Error(), "want none, docker or vast") {
 		t.Errorf("kind dockr: %v", err)
+	}
+}
+
+// TestEnsureCandidateImage: a docker provider whose settings name no image
+// gets the candidate image, built or cached (here the stand-in's, found
+// from the repo root as `head serve` run there finds it); one that names
+// an image, or another kind, builds nothing.
+func TestEnsureCandidateImage(t *testing.T) {
+	rvtest.NeedDocker(t)
+	t.Chdir("..") // the repo root: test/fakeray
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ps := providerSettings{kind: "docker"}
+	if err := ensureCandidateImage(ctx, &ps, "", nil); err != nil || !strings.HasPrefix(ps.docker.Image, candidateimage.CandidateRepo+":") {
+		t.Fatalf("image %q, %v; want a %s image", ps.docker.Image, err, candidateimage.CandidateRepo)
+	}
+	for _, ps := range []providerSettings{{kind: "docker", docker: docker.Settings{Image: "mine:1"}}, {kind: "vast"}, {kind: "none"}} {
+		want := ps.docker.Image
+		if err := ensureCandidateImage(ctx, &ps, "", nil); err != nil || ps.docker.Image != want {
+			t.Errorf("kind %s: image %q, %v; want %q untouched", ps.kind, ps.docker.Image, err, want)
+		}
 	}
 }
