@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -98,7 +99,7 @@ func parseDownFlags(args []string, stderr io.Writer) (f downFlags, code int, ok 
 // cluster (reconcile.Down), report, and remove a stopped head's Docker
 // network.
 func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger) error {
-	rentals, closeRentals, err := openDownRentals(t, log)
+	rentals, closeRentals, err := openDownRentals(ctx, t, log)
 	if err != nil {
 		return err
 	}
@@ -112,25 +113,29 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 	if t.kind == "docker" && !rep.HeadRunning {
 		// Nothing uses the cluster's network any more (a running head's
 		// provider still would): remove it with anything left on it.
-		return docker.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == t.cluster })
+		return vastnet.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == t.cluster })
 	}
 	return nil
 }
 
 // openDownRentals opens what lists and destroys the cluster's rentals: nil
 // with no built-in provider. closeRentals is never nil.
-func openDownRentals(t downTarget, log *slog.Logger) (rentals reconcile.Rentals, closeRentals func(), err error) {
+func openDownRentals(ctx context.Context, t downTarget, log *slog.Logger) (rentals reconcile.Rentals, closeRentals func(), err error) {
 	if t.kind == "docker" {
-		// Only list and end: the full provider would build the image, make
-		// the network and start a DNS responder, rewriting a running
-		// head's DNS port in the state dir.
+		// Only list and end: the full provider would make the network and
+		// start a DNS responder, rewriting a running head's DNS port in the
+		// state dir.
 		r, err := docker.OpenRentals(nil, t.cluster, log)
 		if err != nil {
 			return nil, nil, err
 		}
 		return r, func() {}, nil
 	}
-	p, err := newProvider(t.kind, t.pc, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
+	ps, err := readProviderSettings(t.kind, t.pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := openProvider(ctx, ps, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,17 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
-	"strconv"
+	"time"
 
 	"github.com/rayvast/rayvast/head/agentbin"
 	"github.com/rayvast/rayvast/head/blocklist"
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/provider/vast"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // providerKind is --provider when given, else the config's provider.kind,
@@ -38,36 +40,55 @@ func loadAgent(path string) ([]byte, error) {
 	return b, nil
 }
 
-// newProvider builds the built-in provider; nil for "none". pc is the
-// config's provider block (nil: none): vast takes it as its settings, else
-// the RAYVAST_VAST_CONFIG file; the environment knobs of each provider's
-// package still apply, so the old flags keep working.
-func newProvider(name string, pc *wire.ProviderConfig, block *blocklist.List, o provider.Options) (provider.Provider, error) {
-	if pc != nil && pc.Kind != name {
-		pc = nil // --provider chose another kind: the block is not its settings
+// startProvider is serve's provider: its settings read, the candidate
+// image a docker provider needs built (a step of its own: the provider
+// builds none), the provider opened; nil for kind none.
+func startProvider(ctx context.Context, kind string, cfg *config.Config, block *blocklist.List, o provider.Options) (provider.Provider, error) {
+	ps, err := readProviderSettings(kind, cfg.Provider)
+	if err != nil {
+		return nil, err
 	}
-	switch name {
-	case "none", "":
-		return nil, nil
+	if err := ensureCandidateImage(ctx, &ps, cfg.Ray.Version, o.Log); err != nil {
+		return nil, err
+	}
+	return openProvider(ctx, ps, block, o)
+}
+
+// openProvider opens the built-in provider of ps; nil for kind none. It
+// builds no image: ps.docker.Image must be set (ensureCandidateImage).
+func openProvider(ctx context.Context, ps providerSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {
+	switch ps.kind {
 	case "docker":
-		if pc != nil && pc.Image != "" && os.Getenv(docker.EnvImage) == "" {
-			os.Setenv(docker.EnvImage, pc.Image)
+		p, err := docker.New(ctx, docker.Config{Settings: ps.docker, Cluster: o.Cluster, StateDir: o.StateDir, HeadIP: o.HeadIP, Log: o.Log})
+		if err != nil {
+			return nil, err // not a typed nil in the interface; its errors say "docker provider: …"
 		}
-		var net docker.NetOptions // the block's knobs of vast's network; the env's win
-		if pc != nil && pc.Kind == "docker" {
-			net = docker.NetOptions{Hairpin: pc.Hairpin, PerIP: pc.PerIP}
-		}
-		return docker.NewWithNet(o, net) // its errors say "docker provider: …"
+		return p, nil
 	case "vast":
-		if pc != nil {
-			p, err := vast.NewFromSettings(o, block, *pc)
-			if err != nil {
-				return nil, err // not a typed nil in the interface
-			}
-			return p, nil
+		p, err := vast.New(vast.Config{Settings: ps.vast, Key: ps.vastKey, Cluster: o.Cluster, Blocklist: block, Log: o.Log})
+		if err != nil {
+			return nil, err // likewise; "vast provider: …"
 		}
-		return vast.New(o, block) // its errors say "vast provider: …"
-	default:
-		return nil, fmt.Errorf("--provider %s: want none, docker or vast", strconv.Quote(name))
+		return p, nil
 	}
+	return nil, nil
+}
+
+// ensureCandidateImage builds (or finds cached) the candidate image of a
+// docker provider whose settings name none: real Ray of the cluster's
+// version (from a venv of this machine, made from ps.rayWheels or the
+// package index), else the stand-in. The first build takes minutes; its
+// progress goes to log.
+func ensureCandidateImage(ctx context.Context, ps *providerSettings, rayVersion string, log *slog.Logger) error {
+	if ps.kind != "docker" || ps.docker.Image != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	img, err := candidateimage.Build(ctx, candidateimage.Config{Log: log, RayVersion: rayVersion, RayWheels: ps.rayWheels})
+	if err != nil {
+		return fmt.Errorf("docker provider: %w (or set %s)", err, docker.EnvImage)
+	}
+	ps.docker.Image = img
+	return nil
 }

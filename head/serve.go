@@ -69,11 +69,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	switch f.provider {
-	case "", "none", "docker", "vast":
-	default:
-		fmt.Fprintf(stderr, "head serve: --provider %q: want none, docker or vast\n", f.provider)
-		return 2
+	if f.provider != "" {
+		if err := config.CheckProviderKind(f.provider); err != nil {
+			fmt.Fprintf(stderr, "head serve: --provider %v\n", err)
+			return 2
+		}
 	}
 	cfg, err := config.Load(f.config)
 	if err != nil {
@@ -134,7 +134,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	}
 	defer closeState()
 	block := blocklist.New(time.Now)
-	prov, err := newProvider(f.provider, cfg.Provider, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, RayVersion: cfg.Ray.Version, Log: log.With("provider", f.provider)})
+	prov, err := startProvider(ctx, f.provider, cfg, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
 	if err != nil {
 		return err
 	}

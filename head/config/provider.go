@@ -3,13 +3,31 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// Provider kinds of the config's provider block (SPEC §8).
+// ProviderKinds are the kinds of provider.kind (SPEC §8) and of the head's
+// --provider: none (an external provider drives the admin API), or one
+// of the built-in providers.
 var ProviderKinds = []string{"none", "docker", "vast"}
+
+// CheckProviderKind refuses a kind not in ProviderKinds.
+func CheckProviderKind(kind string) error {
+	if slices.Contains(ProviderKinds, kind) {
+		return nil
+	}
+	return fmt.Errorf("%q: want %s", kind, kindList())
+}
+
+// kindList is "none, docker or vast".
+func kindList() string {
+	n := len(ProviderKinds)
+	return strings.Join(ProviderKinds[:n-1], ", ") + " or " + ProviderKinds[n-1]
+}
 
 // validateProvider checks the provider block and max_dph_total. The vast
 // API key has no field (a strict decode refuses "api_key"): it stays in a
@@ -22,12 +40,11 @@ func validateProvider(c *wire.Config) error {
 	if p == nil {
 		return nil
 	}
-	switch p.Kind {
-	case "none", "docker", "vast":
-	case "":
-		return fmt.Errorf("provider.kind: missing; want none, docker or vast")
-	default:
-		return fmt.Errorf("provider.kind: %q: want none, docker or vast", p.Kind)
+	if p.Kind == "" {
+		return fmt.Errorf("provider.kind: missing; want %s", kindList())
+	}
+	if err := CheckProviderKind(p.Kind); err != nil {
+		return fmt.Errorf("provider.kind: %w", err)
 	}
 	if p.PerIP < 0 {
 		return fmt.Errorf("provider.per_ip: must not be negative")

@@ -28,8 +28,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rayenv"
 )
@@ -166,16 +167,16 @@ func (d *demo) run(ctx context.Context) int {
 	d.say("rayvast demo: Docker %s, cluster %q", v.Version, d.o.cluster)
 	// A demo interrupted hard (SIGKILL) leaves its cluster behind; the lock
 	// says no other demo of this name is alive to own it.
-	_ = docker.Cleanup(ctx, d.eng, d.mine)
+	_ = vastnet.Cleanup(ctx, d.eng, d.mine)
 
-	if d.o.base != "" && d.o.base != docker.BaseDebootstrap && d.o.base != docker.BaseHost {
+	if d.o.base != "" && d.o.base != candidateimage.BaseDebootstrap && d.o.base != candidateimage.BaseHost {
 		return d.fail("--base %q: want debootstrap or host", d.o.base)
 	}
 	img, err := d.prepareRay(ctx)
 	if err != nil {
 		return d.fail("%v", err)
 	}
-	netw, created, err := docker.EnsureNetwork(ctx, d.eng, d.o.cluster)
+	netw, created, err := vastnet.EnsureNetwork(ctx, d.eng, d.o.cluster)
 	if err != nil {
 		return d.fail("%v", err)
 	}
@@ -222,7 +223,7 @@ func (d *demo) run(ctx context.Context) int {
 	}
 	d.say("\nThe cluster keeps running: admin socket %s, head log %s.", filepath.Join(d.stateDir, statedir.AdminSocket), d.logFile.Name())
 	d.say("Try, in another terminal:\n  %s status --state %s\n  docker ps --filter label=%s=%s\n  curl -s --unix-socket %s http://head/v1/nodes",
-		d.exe, d.stateDir, docker.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, statedir.AdminSocket))
+		d.exe, d.stateDir, vastnet.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, statedir.AdminSocket))
 	if d.python != "" {
 		d.say("  %s run --state %s -- python your_job.py        (a Ray driver with the cluster's TLS and token)", d.exe, d.stateDir)
 		d.say("  %s run --state %s -- ray job submit -- python3 -c 'import ray; ray.init(); print(ray.cluster_resources())'", d.exe, d.stateDir)
@@ -245,7 +246,7 @@ func lockCluster(dir, cluster string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lock dir: %w", err)
 	}
-	path := filepath.Join(dir, "demo-"+docker.NetworkName(cluster)+".lock")
+	path := filepath.Join(dir, "demo-"+vastnet.NetworkName(cluster)+".lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -305,7 +306,7 @@ func (d *demo) cleanup() {
 		}
 	}
 	if d.exe != "" { // the cluster was ours to make
-		if err := docker.Cleanup(ctx, d.eng, d.mine); err != nil {
+		if err := vastnet.Cleanup(ctx, d.eng, d.mine); err != nil {
 			fmt.Fprintf(d.errOut, "head demo: cleanup: %v\n", err)
 		}
 	}

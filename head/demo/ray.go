@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/internal/rayenv"
 )
 
@@ -66,7 +66,7 @@ func (d *demo) realRay(ctx context.Context, version string) (string, error) {
 	if img == "" {
 		d.say("· candidate image with real Ray %s: building or reusing (first run on a machine: about a minute of debootstrap)", version)
 		t0 := time.Now()
-		img, err = docker.BuildImage(ctx, docker.ImageConfig{Engine: d.eng, Base: d.o.base, RayVersion: version, RayWheels: wheels, RayVenvDir: dir, Log: log})
+		img, err = candidateimage.Build(ctx, candidateimage.Config{Engine: d.eng, Base: d.o.base, RayVersion: version, RayWheels: wheels, RayVenvDir: dir, Log: log})
 		if err != nil {
 			return "", err
 		}
@@ -83,7 +83,7 @@ func (d *demo) standInImage(ctx context.Context) (string, error) {
 	}
 	d.say("· candidate image with the stand-in Ray: building or reusing (first run on a machine: about a minute of debootstrap)")
 	t0 := time.Now()
-	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: d.eng, FakerayDir: d.o.fakeray, Base: d.o.base})
+	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: d.eng, FakerayDir: d.o.fakeray, Base: d.o.base})
 	if err != nil {
 		return "", fmt.Errorf("candidate image: %w", err)
 	}

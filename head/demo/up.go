@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -81,7 +82,7 @@ func (d *demo) startUp(ctx context.Context, gw, agent, boot, img string) (*admin
 	} else {
 		fakeray := d.o.fakeray
 		if fakeray == "" {
-			fakeray, _ = docker.FindFakeray()
+			fakeray, _ = candidateimage.FindFakeray()
 		}
 		rayHead = "the stand-in ray of " + fakeray
 		if fakeray != "" {

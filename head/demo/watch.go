@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -87,7 +88,7 @@ func ours(cands []wire.Candidate, mine map[string]bool) []wire.Candidate {
 // containers maps candidate ID to its container's state and last log line.
 func (d *demo) containers(ctx context.Context) map[string]container {
 	out := map[string]container{}
-	cs, err := d.eng.ListContainers(ctx, docker.LabelCluster+"="+d.o.cluster)
+	cs, err := d.eng.ListContainers(ctx, vastnet.LabelCluster+"="+d.o.cluster)
 	if err != nil {
 		return out
 	}
@@ -161,7 +162,7 @@ func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool
 // showLogs prints the end of a candidate's container log (public on vast
 // too: it holds no secret).
 func (d *demo) showLogs(ctx context.Context, candidateID string) {
-	cs, err := d.eng.ListContainers(ctx, docker.LabelCluster+"="+d.o.cluster, docker.LabelCandidate+"="+candidateID)
+	cs, err := d.eng.ListContainers(ctx, vastnet.LabelCluster+"="+d.o.cluster, docker.LabelCandidate+"="+candidateID)
 	if err != nil || len(cs) == 0 {
 		return
 	}

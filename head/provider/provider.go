@@ -74,13 +74,11 @@ type Provider interface {
 	Close() error
 }
 
-// Options are what every provider is built from.
+// Options are where the head opens a built-in provider (the head passes
+// them into each provider's own Config, with the provider's settings).
 type Options struct {
 	Cluster  string // labels rentals, so List finds only ours
 	StateDir string // the head's state dir, for a provider's own files
 	HeadIP   string // the head's IP as the rentals reach it
-	// RayVersion is the cluster's Ray (the config's ray.version), for a
-	// provider that builds its own image; "" leaves the choice to it.
-	RayVersion string
-	Log        *slog.Logger
+	Log      *slog.Logger
 }

@@ -40,7 +40,7 @@ func newVastEnv(t *testing.T) *vastEnv {
 		t.Fatal(err)
 	}
 	bl := blocklist.New(clk.Now)
-	p, err := vast.Open(vast.Config{Client: c, Cluster: "c1", Blocklist: bl, Now: clk.Now,
+	p, err := vast.New(vast.Config{Client: c, Cluster: "c1", Blocklist: bl, Now: clk.Now,
 		Settings: vast.Settings{Image: "img:1", NodeTypes: map[string]vast.OfferSpec{"cpu": {MaxDPH: 0.5}}}})
 	if err != nil {
 		t.Fatal(err)

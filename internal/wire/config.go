@@ -68,7 +68,7 @@ type ProviderConfig struct {
 	// to one endpoint (search, create, show, list, destroy); the default
 	// is vast's documented limits.
 	IntervalsS map[string]float64 `json:"intervals_s,omitempty"`
-	// Docker only: vast's network on one machine (docker.NetOptions).
+	// Docker only: vast's network on one machine (head/vastnet.Options).
 	Hairpin bool `json:"hairpin,omitempty"` // a candidate reaches its own public IP:port
 	PerIP   int  `json:"per_ip,omitempty"`  // candidates behind each public IP (default 1)
 }

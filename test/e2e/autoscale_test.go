@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -186,7 +186,7 @@ func autoscale(t *testing.T) {
 	var endedAt time.Time
 	waitFor(t, time.Duration(autoscaleIdleMinutes*float64(time.Minute))+4*time.Minute, "Ray to end both idle nodes and their rentals", func() (bool, string) {
 		n := len(liveCands(t, c))
-		cs, err := suite.eng.ListContainers(context.Background(), docker.LabelCluster+"="+c.name)
+		cs, err := suite.eng.ListContainers(context.Background(), vastnet.LabelCluster+"="+c.name)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -73,11 +74,11 @@ func newCluster(t testing.TB, provider string) *cluster {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := docker.Cleanup(ctx, suite.eng, func(cl string) bool { return cl == name }); err != nil {
+		if err := vastnet.Cleanup(ctx, suite.eng, func(cl string) bool { return cl == name }); err != nil {
 			t.Errorf("cleanup %s: %v", name, err)
 		}
 	})
-	netw, _, err := docker.EnsureNetwork(ctx, suite.eng, name)
+	netw, _, err := vastnet.EnsureNetwork(ctx, suite.eng, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() (bool, 
 func (c *cluster) dumpContainers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := suite.eng.ListContainers(ctx, docker.LabelCluster+"="+c.name)
+	cs, err := suite.eng.ListContainers(ctx, vastnet.LabelCluster+"="+c.name)
 	if err != nil {
 		return
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/demo"
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/rayenv"
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
@@ -23,7 +23,7 @@ func TestDemo(t *testing.T) {
 	rayImage(t, rvtest.RayNewest) // the venv and image, built once for the suite
 	cluster := fmt.Sprintf("%sdemo-%d", clusterPrefix, time.Now().UnixNano()%1e6)
 	t.Cleanup(func() {
-		_ = docker.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
+		_ = vastnet.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -69,8 +69,8 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(text, "security") {
 		t.Errorf("no security blocklist entry shown")
 	}
-	cs, err := suite.eng.ListContainers(context.Background(), docker.LabelCluster+"="+cluster)
-	ns, err2 := suite.eng.ListNetworks(context.Background(), docker.LabelCluster+"="+cluster)
+	cs, err := suite.eng.ListContainers(context.Background(), vastnet.LabelCluster+"="+cluster)
+	ns, err2 := suite.eng.ListNetworks(context.Background(), vastnet.LabelCluster+"="+cluster)
 	if err != nil || err2 != nil || len(cs) != 0 || len(ns) != 0 {
 		t.Errorf("after the demo: %d containers, %d networks left (%v %v)", len(cs), len(ns), err, err2)
 	}
@@ -87,7 +87,7 @@ func TestDemoWithoutShim(t *testing.T) {
 	rayImage(t, rvtest.RayNewest)
 	cluster := fmt.Sprintf("%snoshim-%d", clusterPrefix, time.Now().UnixNano()%1e6)
 	t.Cleanup(func() {
-		_ = docker.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
+		_ = vastnet.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
 	})
 	out, errOut := &rvtest.Buffer{}, &rvtest.Buffer{}
 	code := demo.Run(context.Background(), []string{"--cluster", cluster, "--head", suite.head, "--agent", suite.agent,

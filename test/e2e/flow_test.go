@@ -311,7 +311,7 @@ func TestAgentHashMismatch(t *testing.T) {
 	served := env[wire.EnvBootstrapSHA256]
 	env[wire.EnvBootstrapSHA256] = strings.Repeat("ab", 32) // not the served agent's
 	env["RAYVAST_BOOT_TRIES"] = "3"
-	p, err := docker.Open(ctx, docker.Config{Engine: suite.eng, Cluster: c.name, Image: suite.image})
+	p, err := docker.New(ctx, docker.Config{Engine: suite.eng, Cluster: c.name, Settings: docker.Settings{Image: suite.image}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/candidateimage"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
@@ -100,7 +101,7 @@ func run(m *testing.M) int {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := docker.Cleanup(ctx, suite.eng, isOurs); err != nil {
+		if err := vastnet.Cleanup(ctx, suite.eng, isOurs); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: final cleanup: %v\n", err)
 		}
 	}()
@@ -126,7 +127,7 @@ func setup() (skip string, err error) {
 	suite.repo = repo
 	// Leftovers of a run that was killed before its cleanup (not those of
 	// a run going on at the same time).
-	_ = docker.Cleanup(ctx, suite.eng, isLeftover)
+	_ = vastnet.Cleanup(ctx, suite.eng, isLeftover)
 
 	bin, err := os.MkdirTemp("", "rayvast-e2e-bin-")
 	if err != nil {
@@ -145,7 +146,7 @@ func setup() (skip string, err error) {
 	}
 	suite.bootCode = string(boot)
 	start := time.Now()
-	suite.image, err = docker.BuildImage(ctx, docker.ImageConfig{
+	suite.image, err = candidateimage.Build(ctx, candidateimage.Config{
 		Engine:     suite.eng,
 		FakerayDir: filepath.Join(repo, "test", "fakeray"),
 		Env:        []string{fmt.Sprintf("FAKERAY_EXIT_CODE=%d", rayExitCode), fmt.Sprintf("FAKERAY_TICK_S=%d", fakerayTickS)},

@@ -19,9 +19,11 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/demo"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/rayenv"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -49,7 +51,7 @@ func rayImage(t testing.TB, version string) (image, python string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
-	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: suite.eng, RayVersion: version,
+	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: suite.eng, RayVersion: version,
 		RayWheels: rayenv.SharedWheels(suite.repo), RayVenvDir: filepath.Dir(filepath.Dir(python))})
 	if err != nil {
 		t.Fatalf("image with Ray %s: %v", version, err)
@@ -158,7 +160,7 @@ func (c *rayCluster) stop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := docker.Cleanup(ctx, suite.eng, func(cl string) bool { return cl == c.name }); err != nil {
+	if err := vastnet.Cleanup(ctx, suite.eng, func(cl string) bool { return cl == c.name }); err != nil {
 		c.t.Errorf("cleanup %s: %v", c.name, err)
 	}
 }

@@ -20,9 +20,9 @@ import (
 
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/listenports"
-	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/guestauth"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -375,7 +375,7 @@ func nodeTargetsOf(t *testing.T, n wire.Node) []target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, ok := docker.EndpointFrom(info.Config.Labels)
+	e, ok := vastnet.EndpointFrom(info.Config.Labels)
 	if !ok || len(e.Ports) != 64 {
 		t.Fatalf("node %s: endpoint %+v from its labels", n.InstanceID, e)
 	}

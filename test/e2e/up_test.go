@@ -17,6 +17,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -40,7 +41,7 @@ func TestUpDockerExample(t *testing.T) {
 	}
 	cluster := fmt.Sprintf("%sup-%d", clusterPrefix, time.Now().UnixNano()%1e6)
 	t.Cleanup(func() {
-		_ = docker.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
+		_ = vastnet.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
 	})
 	headIP := fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)
 	cfg["cluster"] = cluster
@@ -140,7 +141,7 @@ func TestUpDockerExample(t *testing.T) {
 	if err := syscall.Kill(rayHead.pid, 0); err != syscall.ESRCH {
 		t.Errorf("the Ray head (pid %d) still runs after Ctrl-C: %v", rayHead.pid, err)
 	}
-	cs, err := suite.eng.ListContainers(context.Background(), docker.LabelCluster+"="+cluster)
+	cs, err := suite.eng.ListContainers(context.Background(), vastnet.LabelCluster+"="+cluster)
 	if err != nil || len(cs) != 2 {
 		t.Errorf("after Ctrl-C: %d containers (%v), want the 2 rentals kept for head down", len(cs), err)
 	}
@@ -148,11 +149,11 @@ func TestUpDockerExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("head down: %v\n%s", err, down)
 	}
-	cs, err = suite.eng.ListContainers(context.Background(), docker.LabelCluster+"="+cluster)
+	cs, err = suite.eng.ListContainers(context.Background(), vastnet.LabelCluster+"="+cluster)
 	if err != nil || len(cs) != 0 {
 		t.Errorf("after head down: %d containers (%v), want 0\n%s", len(cs), err, down)
 	}
-	if ns, err := suite.eng.ListNetworks(context.Background(), docker.LabelCluster+"="+cluster); err != nil || len(ns) != 0 {
+	if ns, err := suite.eng.ListNetworks(context.Background(), vastnet.LabelCluster+"="+cluster); err != nil || len(ns) != 0 {
 		t.Errorf("after head down: %d networks (%v), want 0", len(ns), err)
 	}
 }

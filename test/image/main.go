@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/candidateimage"
 )
 
 type listFlag []string
@@ -38,7 +38,7 @@ func main() {
 	defer stop()
 	start := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	name, err := docker.BuildImage(ctx, docker.ImageConfig{FakerayDir: *fakeray, Env: env, Base: *base, Log: log,
+	name, err := candidateimage.Build(ctx, candidateimage.Config{FakerayDir: *fakeray, Env: env, Base: *base, Log: log,
 		RayVersion: *rayVersion, RayWheels: *rayWheels})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)

@@ -29,8 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/firewall"
-	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rvtest"
@@ -177,7 +177,7 @@ func openFlow(ctx context.Context, t *testing.T, name string, cleanup time.Durat
 	repo := rvtest.ModuleRoot(t)
 	f := &flow{t: t, repo: repo, bin: t.TempDir(), eng: eng, name: fmt.Sprintf("%s%d", name, os.Getpid()), logs: &rvtest.Buffer{}}
 	f.build(ctx)
-	img, err := docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
+	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: eng, FakerayDir: filepath.Join(repo, "test", "fakeray")})
 	if err != nil {
 		t.Fatal(err)
 	}

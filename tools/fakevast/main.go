@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/tools/fakevast/fakevast"
 )
@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		img := *image
 		if img == "" {
 			var err error
-			if img, err = docker.BuildImage(ctx, docker.ImageConfig{Engine: eng, Log: log}); err != nil {
+			if img, err = candidateimage.Build(ctx, candidateimage.Config{Engine: eng, Log: log}); err != nil {
 				fmt.Fprintf(stderr, "fakevast: %v\n", err)
 				return 1
 			}

@@ -26,24 +26,3 @@ func TestInstanceName(t *testing.T) {
 		t.Errorf("long names %q %q: want valid and distinct", long1, long2)
 	}
 }
-
-// TestCandidateTag: the tag changes with any input and ignores nothing that
-// goes into the image.
-func TestCandidateTag(t *testing.T) {
-	files := []treeFile{{rel: "ray/__init__.py", mode: 0o644, data: []byte("x")}}
-	base := candidateTag("b:1", files, nil)
-	changed := []string{
-		candidateTag("b:2", files, nil),
-		candidateTag("b:1", []treeFile{{rel: "ray/__init__.py", mode: 0o644, data: []byte("y")}}, nil),
-		candidateTag("b:1", []treeFile{{rel: "ray/other.py", mode: 0o644, data: []byte("x")}}, nil),
-		candidateTag("b:1", files, []string{"A=1"}),
-	}
-	for i, c := range changed {
-		if c == base {
-			t.Errorf("variant %d: same tag %s", i, c)
-		}
-	}
-	if candidateTag("b:1", files, nil) != base {
-		t.Error("tag not deterministic")
-	}
-}

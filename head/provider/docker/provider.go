@@ -19,29 +19,30 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/whoami"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// Environment knobs of `head serve --provider docker`.
+// Environment variables the head reads the Settings from
+// (head/provider_settings.go; they win over the config's provider block).
+// Named here so tools that start a head (head demo, the e2e suite) set them.
 const (
-	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // candidate image; default: built with real Ray of the config's ray.version, else the stand-in
-	EnvRayWheels       = "RAYVAST_RAY_WHEELS"               // a folder of Ray's wheels for that build; default the package index
-	EnvUnsafeNodeTypes = "RAYVAST_DOCKER_UNSAFE_NODE_TYPES" // node types rented with NET_RAW kept (demo)
-	EnvMemoryMB        = "RAYVAST_DOCKER_MEMORY_MB"         // memory limit of each candidate; default none
-	EnvHairpin         = "RAYVAST_DOCKER_HAIRPIN"           // "1": NetOptions.Hairpin
-	EnvPerIP           = "RAYVAST_DOCKER_PER_IP"            // NetOptions.PerIP
+	EnvImage           = "RAYVAST_DOCKER_IMAGE"             // Settings.Image
+	EnvUnsafeNodeTypes = "RAYVAST_DOCKER_UNSAFE_NODE_TYPES" // Settings.UnsafeNodeTypes, a comma list
+	EnvMemoryMB        = "RAYVAST_DOCKER_MEMORY_MB"         // Settings.MemoryBytes in MiB
+	EnvHairpin         = "RAYVAST_DOCKER_HAIRPIN"           // "1": Settings.Net.Hairpin
+	EnvPerIP           = "RAYVAST_DOCKER_PER_IP"            // Settings.Net.PerIP
 )
 
-// The 64 ports of a candidate (inside = outside, forwarded from its public
-// IP; the k-th candidate behind one IP has the k-th block after these). They sit below
-// Linux's ephemeral range (32768–60999): the agent connects out (CA, DNS)
-// before it listens on them, and an outgoing connection that happened to
-// get one of them as its local port made that listen fail.
+// Labels on a candidate's container (with vastnet's LabelCluster and
+// LabelPublicIP): a restarted head maps them back to its candidates.
 const (
-	FirstPort = 20000
-	NumPorts  = 64
+	LabelCandidate = "rayvast.candidate"
+	LabelNodeType  = "rayvast.node_type"
+	LabelHostID    = "rayvast.host_id"
+	LabelUnsafe    = "rayvast.unsafe"
 )
 
 // ShmSize is the private /dev/shm of each candidate.
@@ -55,25 +56,32 @@ const DefaultPidsLimit = 4096
 // candidate's env names it, and env is fixed at create time.
 const stateFile = "docker-provider.json"
 
-// Config builds a Provider. Tests set it directly; New fills it from
-// provider.Options and the environment.
+// Settings are what a user chooses of the provider.
+type Settings struct {
+	// Image is the candidates' image (required): the head builds one with
+	// head/candidateimage when none is set.
+	Image string
+	// UnsafeNodeTypes are rented with NET_RAW kept, like RentRequest.Unsafe
+	// (`head demo`'s refusal).
+	UnsafeNodeTypes []string
+	// MemoryBytes bounds each candidate's memory (0 = no limit: Ray sizes
+	// its object store from what it sees).
+	MemoryBytes int64
+	// Net are the knobs of vast's network (hairpin, candidates per IP).
+	Net vastnet.Options
+}
+
+// Config builds a Provider: the Settings and where it runs.
 type Config struct {
+	Settings
 	Engine   *dockerengine.Client // default: /var/run/docker.sock
 	Cluster  string
 	StateDir string // "" keeps nothing across restarts
 	HeadIP   string // informational: warns when not the gateway
-	Image    string // required
-	// UnsafeNodeTypes are rented with NET_RAW kept, like RentRequest.Unsafe.
-	UnsafeNodeTypes []string
 	// PidsLimit bounds each candidate's processes (default
 	// DefaultPidsLimit; -1 = no limit): a candidate's image is not trusted
 	// to leave the head's machine able to fork.
 	PidsLimit int64
-	// MemoryBytes bounds each candidate's memory (0 = no limit: Ray sizes
-	// its object store from what it sees). From RAYVAST_DOCKER_MEMORY_MB.
-	MemoryBytes int64
-	// Net are the knobs of vast's network (hairpin, candidates per IP).
-	Net NetOptions
 	// Nft runs nft scripts (default the nft binary on PATH).
 	Nft func(ctx context.Context, script string) error
 	Log *slog.Logger
@@ -83,8 +91,8 @@ type Config struct {
 type Provider struct {
 	cfg        Config
 	eng        *dockerengine.Client
-	net        Network // vnet.Private
-	vnet       *VastNet
+	net        vastnet.Network // vnet.Private
+	vnet       *vastnet.Net
 	netCreated bool
 	dns        *whoami.Server
 	resolvers  string
@@ -95,57 +103,9 @@ type Provider struct {
 
 var _ provider.Provider = (*Provider)(nil)
 
-// New is the head's factory for `--provider docker`.
-func New(opts provider.Options) (provider.Provider, error) {
-	return NewWithNet(opts, NetOptions{})
-}
-
-// NewWithNet is New with the knobs of vast's network from the config's
-// provider block (RAYVAST_DOCKER_HAIRPIN and RAYVAST_DOCKER_PER_IP, when
-// set, win).
-func NewWithNet(opts provider.Options, net NetOptions) (provider.Provider, error) {
-	log := opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	cfg := Config{
-		Engine: dockerengine.New(""), Cluster: opts.Cluster, StateDir: opts.StateDir,
-		HeadIP: opts.HeadIP, Image: os.Getenv(EnvImage), Net: net, Log: log,
-	}
-	for _, t := range strings.Split(os.Getenv(EnvUnsafeNodeTypes), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			cfg.UnsafeNodeTypes = append(cfg.UnsafeNodeTypes, t)
-		}
-	}
-	if v := os.Getenv(EnvMemoryMB); v != "" {
-		mb, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || mb < 6 || mb > 1<<30 {
-			return nil, fmt.Errorf("docker provider: %s=%q: want a number of MiB (at least 6)", EnvMemoryMB, v)
-		}
-		cfg.MemoryBytes = mb << 20
-	}
-	if err := netOptionsFromEnv(&cfg.Net); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	if cfg.Image == "" {
-		// Real Ray of the cluster's version (from a venv of this machine,
-		// made from $RAYVAST_RAY_WHEELS or the package index), else the
-		// stand-in.
-		img, err := BuildImage(ctx, ImageConfig{Engine: cfg.Engine, Log: log,
-			RayVersion: opts.RayVersion, RayWheels: os.Getenv(EnvRayWheels)})
-		if err != nil {
-			return nil, fmt.Errorf("docker provider: %w (or set %s)", err, EnvImage)
-		}
-		cfg.Image = img
-	}
-	return Open(ctx, cfg)
-}
-
-// Open checks the Engine and the image, ensures the cluster's network and
-// starts the who-am-I responder on its gateway.
-func Open(ctx context.Context, cfg Config) (*Provider, error) {
+// New checks the Engine and the image, ensures the cluster's vast network
+// and starts the who-am-I responder on its gateway. It builds no image.
+func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if cfg.Engine == nil {
 		cfg.Engine = dockerengine.New("")
 	}
@@ -167,7 +127,7 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 	if _, err := cfg.Engine.InspectImage(ctx, cfg.Image); err != nil {
 		return nil, fmt.Errorf("docker provider: image %s: %w", cfg.Image, err)
 	}
-	vnet, created, err := OpenVastNet(ctx, VastNetConfig{Engine: cfg.Engine, Cluster: cfg.Cluster, HeadIP: cfg.HeadIP, Options: cfg.Net, Nft: cfg.Nft, Log: cfg.Log})
+	vnet, created, err := vastnet.Open(ctx, vastnet.Config{Engine: cfg.Engine, Cluster: cfg.Cluster, HeadIP: cfg.HeadIP, Options: cfg.Net, Nft: cfg.Nft, Log: cfg.Log})
 	if err != nil {
 		return nil, fmt.Errorf("docker provider: %w", err)
 	}
@@ -181,36 +141,17 @@ func Open(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p.log.Info("docker provider ready", "network", n.Name, "subnet", n.Subnet.String(), "gateway", n.Gateway.String(),
-		"public_subnet", vnet.Public.Subnet.String(), "nat_table", "ip "+TableName(cfg.Cluster), "hairpin", vnet.Options().Hairpin, "per_ip", vnet.Options().PerIP,
+		"public_subnet", vnet.Public.Subnet.String(), "nat_table", "ip "+vastnet.TableName(cfg.Cluster), "hairpin", vnet.Options().Hairpin, "per_ip", vnet.Options().PerIP,
 		"image", cfg.Image, "dns", p.dns.Addr())
 	return p, nil
 }
 
-// netOptionsFromEnv reads RAYVAST_DOCKER_HAIRPIN and RAYVAST_DOCKER_PER_IP.
-func netOptionsFromEnv(o *NetOptions) error {
-	if v := os.Getenv(EnvHairpin); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("docker provider: %s=%q: want 1 or 0", EnvHairpin, v)
-		}
-		o.Hairpin = on
-	}
-	if v := os.Getenv(EnvPerIP); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxPerIP {
-			return fmt.Errorf("docker provider: %s=%q: want 1 to %d candidates per public IP", EnvPerIP, v, MaxPerIP)
-		}
-		o.PerIP = n
-	}
-	return nil
-}
-
 // Network is the cluster's bridge network, where the candidates' own
 // addresses are and the head listens on the gateway.
-func (p *Provider) Network() Network { return p.net }
+func (p *Provider) Network() vastnet.Network { return p.net }
 
 // VastNet is the cluster's vast network (its public IPs, its NAT).
-func (p *Provider) VastNet() *VastNet { return p.vnet }
+func (p *Provider) VastNet() *vastnet.Net { return p.vnet }
 
 // DNSAddr is the who-am-I responder's ip:port.
 func (p *Provider) DNSAddr() string { return p.dns.Addr() }
@@ -259,7 +200,7 @@ func (p *Provider) Name() string { return "docker" }
 // InstanceName is the container name (and instance ID, and host ID) of a
 // candidate: 1–64 of [A-Za-z0-9._-].
 func InstanceName(cluster, candidateID string) string {
-	s := "rv-" + nameSafe(cluster) + "-" + nameSafe(candidateID)
+	s := "rv-" + dockerengine.SafeName(cluster) + "-" + dockerengine.SafeName(candidateID)
 	if len(s) > 64 {
 		h := sha256.Sum256([]byte(cluster + "\x00" + candidateID))
 		s = "rv-" + hex.EncodeToString(h[:12])
@@ -268,7 +209,7 @@ func InstanceName(cluster, candidateID string) string {
 }
 
 // Ports is RAYVAST_PORTS of the first (or only) candidate behind an IP.
-func Ports() []int { return SlotPorts(0) }
+func Ports() []int { return vastnet.SlotPorts(0) }
 
 func portsEnv(ports []int) string {
 	s := make([]string, len(ports))
@@ -331,7 +272,7 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		Env:        envList,
 		Hostname:   name,
 		Labels: map[string]string{
-			LabelCluster: p.cfg.Cluster, LabelCandidate: req.CandidateID, LabelNodeType: req.NodeType,
+			vastnet.LabelCluster: p.cfg.Cluster, LabelCandidate: req.CandidateID, LabelNodeType: req.NodeType,
 			LabelHostID: name, LabelUnsafe: strconv.FormatBool(unsafe),
 		},
 		HostConfig:       hc,
@@ -346,7 +287,7 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		// Rented before (a head that restarted mid-Rent): the same
 		// candidate's container is this rental.
 		if info, ierr := p.eng.InspectContainer(ctx, name); ierr == nil &&
-			info.Config.Labels[LabelCluster] == p.cfg.Cluster && info.Config.Labels[LabelCandidate] == req.CandidateID {
+			info.Config.Labels[vastnet.LabelCluster] == p.cfg.Cluster && info.Config.Labels[LabelCandidate] == req.CandidateID {
 			p.log.Info("docker rent: container exists already", "instance", name)
 			return rentalFrom(name, info.Config.Labels, info.State.Running), nil
 		}
@@ -364,7 +305,7 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		_ = p.vnet.Sync(context.WithoutCancel(ctx))
 		return provider.Rental{}, fmt.Errorf("docker rent %s: %w", name, err)
 	}
-	p.log.Info("docker rented", "instance", name, "candidate", req.CandidateID, "public_ip", ip.String(), "ports", formatPorts(ep.Ports), "private_ip", ep.Private.String(), "unsafe", unsafe)
+	p.log.Info("docker rented", "instance", name, "candidate", req.CandidateID, "public_ip", ip.String(), "ports", vastnet.FormatPorts(ep.Ports), "private_ip", ep.Private.String(), "unsafe", unsafe)
 	return provider.Rental{CandidateID: req.CandidateID, InstanceID: name, HostID: name, PublicIP: ip.String(), Running: true}, nil
 }
 
@@ -377,7 +318,7 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental,
 	if err != nil {
 		return provider.Rental{}, fmt.Errorf("docker get %s: %w", instanceID, err)
 	}
-	if info.Config.Labels[LabelCluster] != p.cfg.Cluster {
+	if info.Config.Labels[vastnet.LabelCluster] != p.cfg.Cluster {
 		return provider.Rental{}, provider.ErrGone // not ours
 	}
 	return rentalFrom(strings.TrimPrefix(info.Name, "/"), info.Config.Labels, info.State.Running), nil
@@ -386,7 +327,7 @@ func (p *Provider) Get(ctx context.Context, instanceID string) (provider.Rental,
 func rentalFrom(name string, labels map[string]string, running bool) provider.Rental {
 	return provider.Rental{
 		CandidateID: labels[LabelCandidate], InstanceID: name, HostID: labels[LabelHostID],
-		PublicIP: labels[LabelPublicIP], Running: running,
+		PublicIP: labels[vastnet.LabelPublicIP], Running: running,
 	}
 }
 
@@ -426,7 +367,7 @@ func (p *Provider) Close() error {
 		}
 	}
 	if p.netCreated {
-		if cs, err := p.eng.ListContainers(ctx, LabelCluster+"="+p.cfg.Cluster); err == nil && len(cs) == 0 {
+		if cs, err := p.eng.ListContainers(ctx, vastnet.LabelCluster+"="+p.cfg.Cluster); err == nil && len(cs) == 0 {
 			_ = p.eng.RemoveNetwork(ctx, p.net.ID)
 		}
 	}

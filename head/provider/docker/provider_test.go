@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
@@ -30,7 +31,7 @@ func testImageOn(t *testing.T, eng *dockerengine.Client, base string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	img, err := BuildImage(ctx, ImageConfig{Engine: eng, FakerayDir: "../../../test/fakeray", Base: base})
+	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: eng, FakerayDir: "../../../test/fakeray", Base: base})
 	if err != nil {
 		t.Fatalf("build image: %v", err)
 	}
@@ -53,7 +54,7 @@ exec sleep 600`
 // NET_RAW, an empty /dev/shm, an importable ray, distinct fixed addresses on
 // the cluster network, labels found by List, Get, Destroy and ErrGone.
 func TestRentShapesAVastRental(t *testing.T) {
-	for _, base := range []string{BaseDebootstrap, BaseHost} {
+	for _, base := range []string{candidateimage.BaseDebootstrap, candidateimage.BaseHost} {
 		t.Run(base, func(t *testing.T) { testRent(t, base) })
 	}
 }
@@ -64,9 +65,10 @@ func testRent(t *testing.T, base string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster := fmt.Sprintf("ptest-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
+	t.Cleanup(func() { _ = vastnet.Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
 
-	p, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, StateDir: t.TempDir(), UnsafeNodeTypes: []string{"risky"}, MemoryBytes: 512 << 20})
+	p, err := New(ctx, Config{Engine: eng, Cluster: cluster, StateDir: t.TempDir(),
+		Settings: Settings{Image: img, UnsafeNodeTypes: []string{"risky"}, MemoryBytes: 512 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,9 +177,9 @@ func TestReopenKeepsNetworkAndDNSPort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cluster := fmt.Sprintf("ptest-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
+	t.Cleanup(func() { _ = vastnet.Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
 	state := t.TempDir()
-	p1, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, StateDir: state})
+	p1, err := New(ctx, Config{Engine: eng, Cluster: cluster, Settings: Settings{Image: img}, StateDir: state})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func TestReopenKeepsNetworkAndDNSPort(t *testing.T) {
 	}
 	dns1, net1 := p1.DNSAddr(), p1.Network()
 	p1.Close()
-	p2, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, StateDir: state})
+	p2, err := New(ctx, Config{Engine: eng, Cluster: cluster, Settings: Settings{Image: img}, StateDir: state})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +211,9 @@ func TestNetworkAroundHeadIP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cluster := fmt.Sprintf("ptest-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
+	t.Cleanup(func() { _ = vastnet.Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
 	headIP := fmt.Sprintf("10.213.%d.1", time.Now().UnixNano()%200+20)
-	p, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, HeadIP: headIP})
+	p, err := New(ctx, Config{Engine: eng, Cluster: cluster, Settings: Settings{Image: img}, HeadIP: headIP})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,22 +223,5 @@ func TestNetworkAroundHeadIP(t *testing.T) {
 	}
 	if !strings.HasPrefix(p.DNSAddr(), headIP+":") {
 		t.Errorf("DNS on %s, want the head IP", p.DNSAddr())
-	}
-}
-
-// TestBuildImageDebootstrapFailure: a debootstrap that fails is reported
-// (with its output) when debootstrap was asked for explicitly.
-func TestBuildImageDebootstrapFailure(t *testing.T) {
-	eng := engine(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	fake := t.TempDir() + "/debootstrap"
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'E: cannot reach the mirror' >&2\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, err := BuildImage(ctx, ImageConfig{Engine: eng, FakerayDir: "../../../test/fakeray", Base: BaseDebootstrap,
-		Debootstrap: fake, Mirror: "http://127.0.0.1:9/unreachable"})
-	if err == nil || !strings.Contains(err.Error(), "cannot reach the mirror") {
-		t.Errorf("err = %v, want debootstrap's own message", err)
 	}
 }

@@ -9,12 +9,13 @@ import (
 	"strings"
 
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 )
 
 // Rentals lists and ends one cluster's containers, and nothing more: what
-// `head down` needs. Unlike Open it builds no image, makes no network and
-// starts no DNS responder (a running head's responder keeps its port).
+// `head down` needs. Unlike New it makes no network and starts no DNS
+// responder (a running head's responder keeps its port).
 type Rentals struct {
 	eng     *dockerengine.Client
 	cluster string
@@ -38,13 +39,13 @@ func OpenRentals(eng *dockerengine.Client, cluster string, log *slog.Logger) (*R
 // List returns every container labelled with the cluster (exact label
 // value), stopped ones too.
 func (r *Rentals) List(ctx context.Context) ([]provider.Rental, error) {
-	cs, err := r.eng.ListContainers(ctx, LabelCluster+"="+r.cluster)
+	cs, err := r.eng.ListContainers(ctx, vastnet.LabelCluster+"="+r.cluster)
 	if err != nil {
 		return nil, fmt.Errorf("docker list: %w", err)
 	}
 	out := make([]provider.Rental, 0, len(cs))
 	for _, c := range cs {
-		if c.Labels[LabelCluster] != r.cluster {
+		if c.Labels[vastnet.LabelCluster] != r.cluster {
 			continue // the filter is exact; keep it so if Docker's is not
 		}
 		name := c.ID
@@ -67,7 +68,7 @@ func (r *Rentals) Destroy(ctx context.Context, instanceID string) error {
 	if err != nil {
 		return fmt.Errorf("docker destroy %s: %w", instanceID, err)
 	}
-	if info.Config.Labels[LabelCluster] != r.cluster {
+	if info.Config.Labels[vastnet.LabelCluster] != r.cluster {
 		return fmt.Errorf("docker destroy %s: not a container of cluster %q", instanceID, r.cluster)
 	}
 	if err := r.eng.RemoveContainer(ctx, info.ID, true); err != nil && !errors.Is(err, dockerengine.ErrNotFound) {

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 )
 
@@ -17,17 +19,17 @@ import (
 // network, no DNS state) for a cluster that has none.
 func TestRentalsForDown(t *testing.T) {
 	eng := engine(t)
-	img := testImageOn(t, eng, BaseHost)
+	img := testImageOn(t, eng, candidateimage.BaseHost)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	base := fmt.Sprintf("dtest-%d", time.Now().UnixNano()%1e9)
 	a, b := base, base+"-b"
 	t.Cleanup(func() {
-		_ = Cleanup(context.Background(), eng, func(c string) bool { return c == a || c == b })
+		_ = vastnet.Cleanup(context.Background(), eng, func(c string) bool { return c == a || c == b })
 	})
 	rented := map[string]provider.Rental{}
 	for _, cl := range []string{a, b} {
-		p, err := Open(ctx, Config{Engine: eng, Cluster: cl, Image: img})
+		p, err := New(ctx, Config{Engine: eng, Cluster: cl, Settings: Settings{Image: img}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,18 +62,18 @@ func TestRentalsForDown(t *testing.T) {
 	}
 	// Cleanup of a (head down of a stopped head): its networks and NAT
 	// table go; cluster b keeps all three.
-	if err := Cleanup(ctx, eng, func(c string) bool { return c == a }); err != nil {
+	if err := vastnet.Cleanup(ctx, eng, func(c string) bool { return c == a }); err != nil {
 		t.Fatal(err)
 	}
 	nft := firewall.RunNft("nft")
 	for cl, want := range map[string]bool{a: false, b: true} {
-		for _, n := range []string{NetworkName(cl), PublicNetworkName(cl)} {
+		for _, n := range []string{vastnet.NetworkName(cl), vastnet.PublicNetworkName(cl)} {
 			if _, err := eng.InspectNetwork(ctx, n); (err == nil) != want {
 				t.Errorf("network %s after the cleanup of a: %v, want kept=%v", n, err, want)
 			}
 		}
-		if got := nft(ctx, "list table ip "+TableName(cl)+"\n") == nil; got != want {
-			t.Errorf("table ip %s of %s after the cleanup of a: kept=%v, want %v", TableName(cl), cl, got, want)
+		if got := nft(ctx, "list table ip "+vastnet.TableName(cl)+"\n") == nil; got != want {
+			t.Errorf("table ip %s of %s after the cleanup of a: kept=%v, want %v", vastnet.TableName(cl), cl, got, want)
 		}
 	}
 
@@ -83,7 +85,7 @@ func TestRentalsForDown(t *testing.T) {
 	if list, err := rf.List(ctx); err != nil || len(list) != 0 {
 		t.Errorf("List of an empty cluster = %+v, %v", list, err)
 	}
-	if _, err := eng.InspectNetwork(ctx, NetworkName(fresh)); !errors.Is(err, dockerengine.ErrNotFound) {
+	if _, err := eng.InspectNetwork(ctx, vastnet.NetworkName(fresh)); !errors.Is(err, dockerengine.ErrNotFound) {
 		t.Errorf("network of %s after OpenRentals: %v, want none made", fresh, err)
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/vastnet"
 )
 
 // netProbe runs in a candidate (python3 of the image): it answers on its
@@ -140,15 +142,15 @@ type netRig struct {
 	ctx  context.Context
 }
 
-func openNetRig(t *testing.T, opts NetOptions) *netRig {
+func openNetRig(t *testing.T, opts vastnet.Options) *netRig {
 	t.Helper()
 	eng := engine(t)
-	img := testImageOn(t, eng, BaseHost)
+	img := testImageOn(t, eng, candidateimage.BaseHost)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	cluster := fmt.Sprintf("ntest-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
-	p, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, Net: opts})
+	t.Cleanup(func() { _ = vastnet.Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
+	p, err := New(ctx, Config{Engine: eng, Cluster: cluster, Settings: Settings{Image: img, Net: opts}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +214,7 @@ func (r *netRig) output(t *testing.T, instance string) map[string]string {
 func TestVastNetwork(t *testing.T) {
 	for _, hairpin := range []bool{false, true} {
 		t.Run("hairpin="+strconv.FormatBool(hairpin), func(t *testing.T) {
-			r := openNetRig(t, NetOptions{Hairpin: hairpin})
+			r := openNetRig(t, vastnet.Options{Hairpin: hairpin})
 			rt := r.rent(t, "c1")
 			pub := netip.MustParseAddr(rt.PublicIP)
 			if !r.p.VastNet().Public.Subnet.Contains(pub) || r.p.Network().Subnet.Contains(pub) {
@@ -257,7 +259,7 @@ func TestVastNetwork(t *testing.T) {
 // its own 64 ports, both reached through them and both seen by the head
 // from that IP; a third gets the next IP and the first block again.
 func TestVastNetworkSharedIP(t *testing.T) {
-	r := openNetRig(t, NetOptions{PerIP: 2})
+	r := openNetRig(t, vastnet.Options{PerIP: 2})
 	a, b, c := r.rent(t, "a"), r.rent(t, "b"), r.rent(t, "c")
 	if a.PublicIP != b.PublicIP || c.PublicIP == a.PublicIP {
 		t.Fatalf("public IPs %s %s %s: want a and b on one, c on another", a.PublicIP, b.PublicIP, c.PublicIP)
@@ -265,11 +267,11 @@ func TestVastNetworkSharedIP(t *testing.T) {
 	for _, x := range []struct {
 		rt    provider.Rental
 		first int
-	}{{a, FirstPort}, {b, FirstPort + NumPorts}, {c, FirstPort}} {
+	}{{a, vastnet.FirstPort}, {b, vastnet.FirstPort + vastnet.NumPorts}, {c, vastnet.FirstPort}} {
 		if src := r.head.from(t, x.rt.InstanceID); src != x.rt.PublicIP {
 			t.Errorf("%s: the head saw %s, want %s", x.rt.InstanceID, src, x.rt.PublicIP)
 		}
-		for _, port := range []int{x.first, x.first + NumPorts - 1} {
+		for _, port := range []int{x.first, x.first + vastnet.NumPorts - 1} {
 			line, err := dialLine(net.JoinHostPort(x.rt.PublicIP, strconv.Itoa(port)))
 			if err != nil || !strings.HasSuffix(line, "name="+x.rt.InstanceID) {
 				t.Errorf("%s:%d: %q, %v; want %s's answer", x.rt.PublicIP, port, line, err, x.rt.InstanceID)
@@ -283,10 +285,10 @@ func TestVastNetworkSharedIP(t *testing.T) {
 	if err := r.p.Destroy(r.ctx, a.InstanceID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dialLine(net.JoinHostPort(a.PublicIP, strconv.Itoa(FirstPort))); err == nil || !strings.Contains(err.Error(), "refused") {
+	if _, err := dialLine(net.JoinHostPort(a.PublicIP, strconv.Itoa(vastnet.FirstPort))); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("a destroyed candidate's port: %v, want refused", err)
 	}
-	if line, err := dialLine(net.JoinHostPort(b.PublicIP, strconv.Itoa(FirstPort+NumPorts))); err != nil || !strings.HasSuffix(line, "name="+b.InstanceID) {
+	if line, err := dialLine(net.JoinHostPort(b.PublicIP, strconv.Itoa(vastnet.FirstPort+vastnet.NumPorts))); err != nil || !strings.HasSuffix(line, "name="+b.InstanceID) {
 		t.Errorf("after a's end, b: %q, %v", line, err)
 	}
 }
@@ -295,12 +297,12 @@ func TestVastNetworkSharedIP(t *testing.T) {
 // would lead nowhere) and says what to install.
 func TestOpenWithoutNft(t *testing.T) {
 	eng := engine(t)
-	img := testImageOn(t, eng, BaseHost)
+	img := testImageOn(t, eng, candidateimage.BaseHost)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cluster := fmt.Sprintf("ntest-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { _ = Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
-	_, err := Open(ctx, Config{Engine: eng, Cluster: cluster, Image: img, Nft: firewall.RunNft("rayvast-test-no-such-nft")})
+	t.Cleanup(func() { _ = vastnet.Cleanup(context.Background(), eng, func(c string) bool { return c == cluster }) })
+	_, err := New(ctx, Config{Engine: eng, Cluster: cluster, Settings: Settings{Image: img}, Nft: firewall.RunNft("rayvast-test-no-such-nft")})
 	if err == nil || !strings.Contains(err.Error(), "apt-get install nftables") {
 		t.Errorf("Open without nft: %v, want the install hint", err)
 	}

@@ -172,7 +172,7 @@ func TestRevokedKeyIsNotGone(t *testing.T) {
 // until the reset, then searching resumes.
 func TestSearchQuota(t *testing.T) {
 	e := newEnvWith(t, fakevast.DefaultOffers(6), nil, func(c *fakevast.Config) { c.SearchQuota = 1 })
-	p, err := Open(Config{Client: e.client, Cluster: "c1", Log: slog.New(slog.NewTextHandler(e.logs, nil)), Now: e.clock.Now,
+	p, err := New(Config{Client: e.client, Cluster: "c1", Log: slog.New(slog.NewTextHandler(e.logs, nil)), Now: e.clock.Now,
 		Settings: Settings{Image: "img:1", NodeTypes: map[string]OfferSpec{"cpu": {MaxDPH: 0.5}, "cheap": {MaxDPH: 0.3}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func TestRetryAfterFromFake(t *testing.T) {
 		e := newEnvWith(t, fakevast.DefaultOffers(6), &none, func(f *fakevast.Config) {
 			f.Limits, f.MinInterval, f.RetryAfter = nil, 2*time.Second, c.after
 		})
-		p, err := Open(Config{Client: e.client, Cluster: "c1", Log: slog.New(slog.NewTextHandler(e.logs, nil)), Now: e.clock.Now,
+		p, err := New(Config{Client: e.client, Cluster: "c1", Log: slog.New(slog.NewTextHandler(e.logs, nil)), Now: e.clock.Now,
 			Settings: Settings{Image: "img:1", NodeTypes: map[string]OfferSpec{"cpu": {MaxDPH: 0.5}, "cheap": {MaxDPH: 0.3}}}})
 		if err != nil {
 			t.Fatal(err)
@@ -283,7 +283,7 @@ func TestOfferFilters(t *testing.T) {
 	spec := OfferSpec{MaxDPH: 0.5}
 	spec.InetDown = &down
 	st.NodeTypes = map[string]OfferSpec{"cpu": spec}
-	p, err := Open(Config{Client: e.client, Cluster: "c1", Settings: st, Now: e.clock.Now})
+	p, err := New(Config{Client: e.client, Cluster: "c1", Settings: st, Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestOfferFilters(t *testing.T) {
 		t.Error("an offer below reliability2 passes the answer check")
 	}
 
-	def, _ := Open(Config{Client: e.client, Cluster: "c2", Now: e.clock.Now, Settings: Settings{Image: "img:1"}})
+	def, _ := New(Config{Client: e.client, Cluster: "c2", Now: e.clock.Now, Settings: Settings{Image: "img:1"}})
 	body = def.query(def.spec("cpu"), rentReq("a")).Body()
 	for k, want := range map[string]string{
 		"reliability2": `{"gte":"0.98"}`, "verified": `{"eq":true}`, "cuda_max_good": `{"gte":"12.1"}`, "inet_down": `{"gte":"100"}`, "inet_up": `{"gte":"100"}`,
@@ -317,7 +317,7 @@ func TestOfferFilters(t *testing.T) {
 			t.Errorf("defaults: search %s = %s, want %s", k, got, want)
 		}
 	}
-	any, _ := Open(Config{Client: e.client, Cluster: "c3", Now: e.clock.Now, Settings: Settings{Image: "img:1", OfferFilters: wire.OfferFilters{Verified: &no}}})
+	any, _ := New(Config{Client: e.client, Cluster: "c3", Now: e.clock.Now, Settings: Settings{Image: "img:1", OfferFilters: wire.OfferFilters{Verified: &no}}})
 	if got := jsonOf(any.query(any.spec("cpu"), rentReq("a")).Body()["verified"]); got != "null" {
 		t.Errorf("verified false: search verified = %s, want it left out (verified or not)", got)
 	}
@@ -337,7 +337,7 @@ func TestTwoHeadsOneAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Open(Config{Client: cb, Cluster: "b", Now: e.clock.Now,
+	b, err := New(Config{Client: cb, Cluster: "b", Now: e.clock.Now,
 		Settings: Settings{Image: "img:1", NodeTypes: map[string]OfferSpec{"cpu": {GPUName: "fake-cpu", MaxDPH: 0.5}}}})
 	if err != nil {
 		t.Fatal(err)

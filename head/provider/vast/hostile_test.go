@@ -40,7 +40,7 @@ func TestListTakesOnlyThisCluster(t *testing.T) {
 		{"id":1,"actual_status":"running","label":"rayvast:a:c-1","public_ipaddr":"203.0.113.1","host_id":3,"machine_id":4},
 		{"id":2,"actual_status":"running","label":"rayvast:a:b:c-2","public_ipaddr":"203.0.113.2","host_id":3,"machine_id":4},
 		{"id":3,"actual_status":"running","label":"rayvast:a:","public_ipaddr":"203.0.113.3","host_id":3,"machine_id":4}]}`)
-	p, err := Open(Config{Client: c, Cluster: "a"})
+	p, err := New(Config{Client: c, Cluster: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestHostileInstanceFields(t *testing.T) {
 		{"id":0,"actual_status":"running","label":"rayvast:a:c-2","public_ipaddr":"203.0.113.1","host_id":3,"machine_id":4},
 		{"id":8,"actual_status":"running","label":"rayvast:a:c-3","public_ipaddr":"not-an-ip\n","host_id":3,"machine_id":4},
 		{"id":9,"actual_status":"running","label":"rayvast:a:c-4","public_ipaddr":" 2001:db8::1 ","host_id":3,"machine_id":4}]}`)
-	p, err := Open(Config{Client: c, Cluster: "a"})
+	p, err := New(Config{Client: c, Cluster: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,13 +17,13 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// Environment knobs of `head serve --provider vast` (Options are fixed, like
-// the docker provider's).
+// Environment variables the head reads the settings from
+// (head/provider_settings.go); named here so tools that start a head set them.
 const (
-	EnvAPIKey     = "VAST_API_KEY"              // the key itself (removed from the head's env once read)
-	EnvAPIKeyFile = "RAYVAST_VAST_API_KEY_FILE" // or a file holding it
-	EnvBaseURL    = "RAYVAST_VAST_URL"          // default DefaultBaseURL; tools/fakevast for tests
-	EnvSettings   = "RAYVAST_VAST_CONFIG"       // JSON Settings file
+	EnvAPIKey     = "VAST_API_KEY"              // Config.Key (removed from the head's env once read)
+	EnvAPIKeyFile = "RAYVAST_VAST_API_KEY_FILE" // or a file holding it (else Settings.APIKeyFile)
+	EnvBaseURL    = "RAYVAST_VAST_URL"          // Settings.BaseURL; tools/fakevast for tests
+	EnvSettings   = "RAYVAST_VAST_CONFIG"       // JSON Settings file, when the config has no provider block
 )
 
 // Settings say what to rent per node type: the config's provider block
@@ -48,9 +47,13 @@ type Blocklist interface {
 
 // Config builds a Provider.
 type Config struct {
+	Cluster  string
+	Settings Settings
+	// Key is the account's API key; never logged nor put in a rental.
+	Key secret.String
+	// Client talks to vast (tests give one); nil: made from
+	// Settings.BaseURL, Key and Settings.IntervalsS.
 	Client    *Client
-	Cluster   string
-	Settings  Settings
 	Blocklist Blocklist // nil: nothing blocked
 	Log       *slog.Logger
 	// ListEvery is how old the batched listing that answers Get may be
@@ -86,62 +89,6 @@ type Provider struct {
 
 var _ provider.Provider = (*Provider)(nil)
 
-// New is the head's factory for `--provider vast` without a provider block:
-// settings from the RAYVAST_VAST_CONFIG file, then NewFromSettings.
-func New(opts provider.Options, block Blocklist) (provider.Provider, error) {
-	var st Settings
-	if path := os.Getenv(EnvSettings); path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("vast provider: %s: %w", EnvSettings, err)
-		}
-		if err := wire.Decode(strings.NewReader(string(b)), 1<<20, &st); err != nil {
-			return nil, fmt.Errorf("vast provider: %s %s: %w", EnvSettings, path, err)
-		}
-	}
-	p, err := NewFromSettings(opts, block, st)
-	if err != nil {
-		return nil, err // not a typed nil in the interface
-	}
-	return p, nil
-}
-
-// NewFromSettings builds the provider from settings given as a value (the
-// config's provider block): the base URL from RAYVAST_VAST_URL when set,
-// else the settings' base_url; the key from VAST_API_KEY, else
-// RAYVAST_VAST_API_KEY_FILE, else the settings' api_key_file. The key is
-// never logged nor put in a rental.
-func NewFromSettings(opts provider.Options, block Blocklist, st Settings) (*Provider, error) {
-	log := opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if st.Kind != "" && st.Kind != "vast" {
-		return nil, fmt.Errorf("vast provider: provider kind %q is not vast", st.Kind)
-	}
-	if u := os.Getenv(EnvBaseURL); u != "" {
-		st.BaseURL = u
-	}
-	key, err := loadKey(st.APIKeyFile)
-	if err != nil {
-		return nil, err
-	}
-	lim, err := limitsFrom(st.IntervalsS)
-	if err != nil {
-		return nil, err
-	}
-	c, err := NewClient(ClientConfig{BaseURL: st.BaseURL, Key: key, Log: log, Limits: &lim})
-	if err != nil {
-		return nil, fmt.Errorf("vast provider: %w", err)
-	}
-	p, err := Open(Config{Client: c, Cluster: opts.Cluster, Settings: st, Blocklist: block, Log: log})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("vast provider ready", "base_url", c.base.String(), "label_prefix", p.prefix, "node_types", len(st.NodeTypes))
-	return p, nil
-}
-
 // limitsFrom applies the settings' intervals_s to vast's default limits.
 func limitsFrom(iv map[string]float64) (Limits, error) {
 	lim := DefaultLimits()
@@ -157,41 +104,32 @@ func limitsFrom(iv map[string]float64) (Limits, error) {
 	return lim, nil
 }
 
-// loadKey reads the API key: VAST_API_KEY (then unset, so no child process
-// inherits it), else the file.
-func loadKey(settingsFile string) (secret.String, error) {
-	if k := strings.TrimSpace(os.Getenv(EnvAPIKey)); k != "" {
-		os.Unsetenv(EnvAPIKey)
-		return secret.New(k), nil
-	}
-	path := os.Getenv(EnvAPIKeyFile)
-	if path == "" {
-		path = settingsFile
-	}
-	if path == "" {
-		return secret.String{}, fmt.Errorf("vast provider: no API key: set %s or %s (a file)", EnvAPIKey, EnvAPIKeyFile)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return secret.String{}, fmt.Errorf("vast provider: read API key file: %w", err)
-	}
-	k := strings.TrimSpace(string(b))
-	if k == "" {
-		return secret.String{}, fmt.Errorf("vast provider: API key file %s is empty", path)
-	}
-	return secret.New(k), nil
-}
-
-// Open builds a Provider from a Config (tests use it directly).
-func Open(cfg Config) (*Provider, error) {
-	if cfg.Client == nil {
-		return nil, errors.New("vast provider: no client")
+// New builds the provider from typed settings (the head parses its
+// config's provider block, RAYVAST_VAST_CONFIG and the environment into
+// them).
+func New(cfg Config) (*Provider, error) {
+	if cfg.Settings.Kind != "" && cfg.Settings.Kind != "vast" {
+		return nil, fmt.Errorf("vast provider: provider kind %q is not vast", cfg.Settings.Kind)
 	}
 	if cfg.Cluster == "" {
 		return nil, errors.New("vast provider: no cluster name")
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Client == nil {
+		if cfg.Key.IsZero() {
+			return nil, errors.New("vast provider: no API key")
+		}
+		lim, err := limitsFrom(cfg.Settings.IntervalsS)
+		if err != nil {
+			return nil, err
+		}
+		c, err := NewClient(ClientConfig{BaseURL: cfg.Settings.BaseURL, Key: cfg.Key, Log: cfg.Log, Limits: &lim})
+		if err != nil {
+			return nil, fmt.Errorf("vast provider: %w", err)
+		}
+		cfg.Client = c
 	}
 	if cfg.ListEvery <= 0 {
 		cfg.ListEvery = 5 * time.Second
@@ -203,6 +141,7 @@ func Open(cfg Config) (*Provider, error) {
 		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{},
 		avoid: map[int64]time.Time{}, avoidH: map[int64]time.Time{}, foreign: map[int64]bool{}}
 	p.list = &lister{c: cfg.Client, every: cfg.ListEvery, now: cfg.Now}
+	p.log.Info("vast provider ready", "base_url", cfg.Client.base.String(), "label_prefix", p.prefix, "node_types", len(cfg.Settings.NodeTypes))
 	return p, nil
 }
 

@@ -83,7 +83,7 @@ func newEnvWith(t *testing.T, offers []fakevast.Offer, clientLimits *Limits, set
 }
 
 func (e *env) provider(t *testing.T, cluster string, b Blocklist) *Provider {
-	p, err := Open(Config{Client: e.client, Cluster: cluster, Blocklist: b, Log: slog.New(slog.NewTextHandler(e.logs, nil)), Now: e.clock.Now,
+	p, err := New(Config{Client: e.client, Cluster: cluster, Blocklist: b, Log: slog.New(slog.NewTextHandler(e.logs, nil)), Now: e.clock.Now,
 		Settings: Settings{Image: "img:1", NodeTypes: map[string]OfferSpec{"cpu": {GPUName: "fake-cpu", MaxDPH: 0.5}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -191,7 +191,7 @@ func TestWireMatchesCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	bl := blocked{{HostID: "1009"}}
-	p, err := Open(Config{Client: c, Cluster: "w", Blocklist: bl, Now: clk.Now,
+	p, err := New(Config{Client: c, Cluster: "w", Blocklist: bl, Now: clk.Now,
 		Settings: Settings{Image: "img:1", NodeTypes: map[string]OfferSpec{"cpu": {GPUName: "fake_cpu", MaxDPH: 0.5}}}})
 	if err != nil {
 		t.Fatal(err)

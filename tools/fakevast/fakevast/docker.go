@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rayvast/rayvast/head/provider/docker"
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/whoami"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -32,8 +32,8 @@ type DockerConfig struct {
 	// Image runs every rental whose requested image is not on this machine
 	// (there is no registry here). Required.
 	Image string
-	// Net is vast's network (docker.VastNet): hairpin, rentals per IP.
-	Net docker.NetOptions
+	// Net is vast's network (vastnet.Net): hairpin, rentals per IP.
+	Net vastnet.Options
 	Log *slog.Logger
 }
 
@@ -41,15 +41,15 @@ type DockerConfig struct {
 // shaped like a vast instance: the env and command it was given, vast's own
 // variables (CONTAINER_ID, PUBLIC_IPADDR, VAST_TCP_PORT_70000…, GPU_COUNT,
 // CONTAINER_API_KEY), NET_RAW and NET_ADMIN dropped (unless the offer is
-// Unsafe), a private /dev/shm. Its network is vast's (docker.VastNet): a
+// Unsafe), a private /dev/shm. Its network is vast's (vastnet.Net): a
 // public IP on none of its interfaces, the 64 ports forwarded from it
 // (inside = outside), the head on the gateway seeing every connection of
 // the rental from that IP.
 type Docker struct {
 	cfg     DockerConfig
 	eng     *dockerengine.Client
-	vnet    *docker.VastNet
-	net     docker.Network
+	vnet    *vastnet.Net
+	net     vastnet.Network
 	created bool
 	dns     *whoami.Server
 	log     *slog.Logger
@@ -77,7 +77,7 @@ func OpenDocker(ctx context.Context, cfg DockerConfig) (*Docker, error) {
 	if _, err := cfg.Engine.InspectImage(ctx, cfg.Image); err != nil {
 		return nil, fmt.Errorf("fakevast docker: image %s: %w", cfg.Image, err)
 	}
-	vnet, created, err := docker.OpenVastNet(ctx, docker.VastNetConfig{Engine: cfg.Engine, Cluster: "fakevast-" + cfg.Name, Options: cfg.Net, Log: cfg.Log})
+	vnet, created, err := vastnet.Open(ctx, vastnet.Config{Engine: cfg.Engine, Cluster: "fakevast-" + cfg.Name, Options: cfg.Net, Log: cfg.Log})
 	if err != nil {
 		return nil, fmt.Errorf("fakevast docker: %w", err)
 	}
@@ -225,7 +225,7 @@ func Cleanup(ctx context.Context, eng *dockerengine.Client, name string) error {
 			first = err
 		}
 	}
-	if err := docker.Cleanup(ctx, eng, func(c string) bool { return c == "fakevast-"+name }); err != nil && first == nil {
+	if err := vastnet.Cleanup(ctx, eng, func(c string) bool { return c == "fakevast-"+name }); err != nil && first == nil {
 		first = err
 	}
 	return first

@@ -1,4 +1,4 @@
-package docker
+package vastnet
 
 import (
 	"context"
@@ -7,21 +7,16 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"regexp"
-	"strings"
 
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 )
 
-// Labels on everything the provider creates.
+// Labels on everything of a cluster's vast network (its networks and
+// containers): Cleanup finds them by LabelCluster.
 const (
-	LabelCluster   = "rayvast.cluster"
-	LabelCandidate = "rayvast.candidate"
-	LabelNodeType  = "rayvast.node_type"
-	LabelPublicIP  = "rayvast.public_ip"
-	LabelHostID    = "rayvast.host_id"
-	LabelUnsafe    = "rayvast.unsafe"
+	LabelCluster  = "rayvast.cluster"
+	LabelPublicIP = "rayvast.public_ip"
 )
 
 // Network is the cluster's bridge network.
@@ -32,20 +27,9 @@ type Network struct {
 	Gateway netip.Addr // the head listens here
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
 // NetworkName is the cluster's network name.
 func NetworkName(cluster string) string {
-	return "rayvast-" + nameSafe(cluster)
-}
-
-func nameSafe(s string) string {
-	s = unsafeName.ReplaceAllString(s, "-")
-	s = strings.Trim(s, "-.")
-	if s == "" {
-		s = "default"
-	}
-	return s
+	return "rayvast-" + dockerengine.SafeName(cluster)
 }
 
 // EnsureNetwork returns the cluster's network, creating it if needed. It is

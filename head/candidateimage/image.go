@@ -1,4 +1,4 @@
-package docker
+package candidateimage
 
 import (
 	"archive/tar"
@@ -17,8 +17,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rayvast/rayvast/internal/dockerengine"
 )
@@ -39,8 +37,12 @@ const (
 	imageRecipe = "rayvast image recipe 2" // bump when the build steps change
 )
 
-// ImageConfig says how to build the candidate image.
-type ImageConfig struct {
+// EnvRayWheels names a folder of Ray's wheels for Config.RayWheels: the
+// head reads it for the image it builds (head/provider_settings.go).
+const EnvRayWheels = "RAYVAST_RAY_WHEELS"
+
+// Config says how to build the candidate image.
+type Config struct {
 	Engine *dockerengine.Client
 	// FakerayDir is the stand-in ray package directory (the repo's
 	// test/fakeray; it holds ray/). Empty: FindFakeray.
@@ -64,7 +66,7 @@ type ImageConfig struct {
 	Log                               *slog.Logger
 }
 
-func (c *ImageConfig) defaults() error {
+func (c *Config) defaults() error {
 	if c.Engine == nil {
 		c.Engine = dockerengine.New("")
 	}
@@ -90,7 +92,7 @@ func (c *ImageConfig) defaults() error {
 	return nil
 }
 
-// Base image kinds of ImageConfig.Base.
+// Base image kinds of Config.Base.
 const (
 	BaseDebootstrap = "debootstrap"
 	BaseHost        = "host"
@@ -117,11 +119,11 @@ func FindFakeray() (string, error) {
 	return "", fmt.Errorf("find fakeray: no ray/__init__.py under %s (run from the repo root)", strings.Join(tried, " or "))
 }
 
-// BuildImage returns the candidate image's name (repo:tag), building what is
+// Build returns the candidate image's name (repo:tag), building what is
 // missing: the base image (debootstrap, slow, once per machine) and the
 // candidate image (base + real Ray from a venv of this machine, or base +
 // the stand-in fakeray; seconds).
-func BuildImage(ctx context.Context, cfg ImageConfig) (string, error) {
+func Build(ctx context.Context, cfg Config) (string, error) {
 	if err := cfg.defaults(); err != nil {
 		return "", err
 	}
@@ -165,7 +167,7 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (string, error) {
 
 // ensureBase returns a base image, cached or built: a debootstrap one
 // first, the host-files one when debootstrap is missing or fails.
-func ensureBase(ctx context.Context, cfg ImageConfig) (string, error) {
+func ensureBase(ctx context.Context, cfg Config) (string, error) {
 	deb := BaseRepo + ":" + baseTag(cfg.Suite, cfg.Mirror)
 	exists := func(name string) (bool, error) {
 		_, err := cfg.Engine.InspectImage(ctx, name)
@@ -290,7 +292,7 @@ func buildNatives(ctx context.Context, dir string) error {
 
 // buildBase debootstraps a minimal Debian with python3, trims it and imports
 // it as the base image.
-func buildBase(ctx context.Context, cfg ImageConfig, name string) error {
+func buildBase(ctx context.Context, cfg Config, name string) error {
 	start := time.Now()
 	if _, err := exec.LookPath(cfg.Debootstrap); err != nil {
 		return fmt.Errorf("build base image: %w (install it: apt-get install debootstrap)", err)
@@ -351,7 +353,7 @@ func buildBase(ctx context.Context, cfg ImageConfig, name string) error {
 
 // buildCandidate copies fakeray into a container of the base image and
 // commits it.
-func buildCandidate(ctx context.Context, cfg ImageConfig, base, tag string, files []treeFile) error {
+func buildCandidate(ctx context.Context, cfg Config, base, tag string, files []treeFile) error {
 	pth := fakerayPth
 	if info, err := cfg.Engine.InspectImage(ctx, base); err == nil && info.Config.Labels["rayvast.image.sitedir"] != "" {
 		pth = info.Config.Labels["rayvast.image.sitedir"] + "/rayvast-fakeray.pth"
@@ -373,7 +375,7 @@ func buildCandidate(ctx context.Context, cfg ImageConfig, base, tag string, file
 // commitCandidate makes CandidateRepo:tag from a stopped container of base
 // that put fills, with the candidate's labels (and extra ones) and
 // cfg.Env; the container is removed either way.
-func commitCandidate(ctx context.Context, cfg ImageConfig, base, tag string, labels []string, put func(id string) error) error {
+func commitCandidate(ctx context.Context, cfg Config, base, tag string, labels []string, put func(id string) error) error {
 	id, err := cfg.Engine.CreateContainer(ctx, "", dockerengine.ContainerConfig{
 		Image: base, Cmd: []string{"/bin/true"},
 		Labels:     map[string]string{"rayvast.image": "build"},
@@ -442,24 +444,6 @@ func fakerayTar(files []treeFile, pth string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// unmountUnder detaches every mount below dir (deepest first).
-func unmountUnder(dir string) {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return
-	}
-	var under []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			under = append(under, f[1])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(under)))
-	for _, m := range under {
-		_ = unix.Unmount(m, unix.MNT_DETACH)
-	}
 }
 
 func clearDir(dir string) error {

@@ -1,4 +1,4 @@
-package docker
+package candidateimage
 
 import (
 	"archive/tar"
@@ -31,7 +31,7 @@ const (
 
 // buildRayImage returns the candidate image with real Ray (cfg.RayVersion
 // from cfg.RayWheels, or the package index), building what is missing.
-func buildRayImage(ctx context.Context, cfg ImageConfig, base string) (string, error) {
+func buildRayImage(ctx context.Context, cfg Config, base string) (string, error) {
 	venv := cfg.RayVenvDir
 	if venv == "" {
 		venv = rayenv.Dir(cfg.RayVersion)
@@ -129,7 +129,7 @@ func pyQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + 
 // the image's Python is the venv's version, the kept mtimes keep them valid,
 // and without them every Ray process on a node would compile Ray's modules
 // again at each start.
-func putDir(ctx context.Context, cfg ImageConfig, id, src, dst string) error {
+func putDir(ctx context.Context, cfg Config, id, src, dst string) error {
 	cmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "--owner=0", "--group=0",
 		"-C", src, "-cf", "-", ".")
 	stream, err := cmd.StdoutPipe()

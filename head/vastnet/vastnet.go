@@ -1,4 +1,4 @@
-package docker
+package vastnet
 
 import (
 	"context"
@@ -19,20 +19,30 @@ import (
 
 // Labels of vast's network on a container (with LabelPublicIP).
 const (
-	LabelNet       = "rayvast.vastnet"    // the VastNet (its cluster): Sync finds its containers by it
+	LabelNet       = "rayvast.vastnet"    // the Net (its cluster): Sync finds its containers by it
 	LabelPrivateIP = "rayvast.private_ip" // the container's own address
 	LabelPorts     = "rayvast.ports"      // its ports: "20000-20063" (ranges, commas)
 	LabelRole      = "rayvast.role"       // "public" on the network of public IPs
 )
 
-// MaxPerIP bounds NetOptions.PerIP: every share takes 64 ports below the
+// The 64 ports of a candidate (inside = outside, forwarded from its public
+// IP; the k-th candidate behind one IP has the k-th block after these). They sit below
+// Linux's ephemeral range (32768–60999): the agent connects out (CA, DNS)
+// before it listens on them, and an outgoing connection that happened to
+// get one of them as its local port made that listen fail.
+const (
+	FirstPort = 20000
+	NumPorts  = 64
+)
+
+// MaxPerIP bounds Options.PerIP: every share takes 64 ports below the
 // ephemeral range.
 const MaxPerIP = 16
 
-// NetOptions are the knobs of vast's network. `head up` sets them from the
-// docker provider block of its config (these JSON names); `head serve`
-// from RAYVAST_DOCKER_HAIRPIN and RAYVAST_DOCKER_PER_IP.
-type NetOptions struct {
+// Options are the knobs of vast's network. The head reads them from the
+// docker provider block of its config (these JSON names), where
+// RAYVAST_DOCKER_HAIRPIN and RAYVAST_DOCKER_PER_IP win.
+type Options struct {
 	// Hairpin: a candidate connecting to its own public IP (or to that of
 	// a candidate behind the same IP) reaches it, as behind a router that
 	// loops traffic back. Off (the default: vast does not promise it), such
@@ -43,12 +53,12 @@ type NetOptions struct {
 	PerIP int `json:"per_ip,omitempty"`
 }
 
-// VastNetConfig builds a VastNet.
-type VastNetConfig struct {
+// Config builds a Net.
+type Config struct {
 	Engine  *dockerengine.Client // default: /var/run/docker.sock
 	Cluster string               // names the networks and the table, labels everything
 	HeadIP  string               // as EnsureNetworkFor
-	Options NetOptions
+	Options Options
 	// Nft runs an nft script (nft -f -); default the nft binary on PATH.
 	Nft func(ctx context.Context, script string) error
 	// Root is where /proc and /sys are (default "/"): hairpin mode is set
@@ -57,15 +67,15 @@ type VastNetConfig struct {
 	Log  *slog.Logger
 }
 
-// VastNet is vast's network for one cluster on this machine: candidates on
+// Net is vast's network for one cluster on this machine: candidates on
 // Private (the head listens on its gateway), "public" IPs drawn from the
 // subnet of Public, a network no container joins, so this machine routes
 // those addresses to a bridge of its own and nothing leaves it, and the NAT
 // between them in the nftables table TableName(cluster).
-type VastNet struct {
+type Net struct {
 	Private Network
 	Public  Network
-	cfg     VastNetConfig
+	cfg     Config
 }
 
 // Endpoint is one candidate's place in the network.
@@ -79,10 +89,10 @@ type Endpoint struct {
 // PublicNetworkName is the network the public IPs are drawn from.
 func PublicNetworkName(cluster string) string { return NetworkName(cluster) + "-pub" }
 
-// OpenVastNet ensures both networks and writes the table for the
+// Open ensures both networks and writes the table for the
 // containers already there (a restarted head's). privCreated reports
 // whether this call made the private network.
-func OpenVastNet(ctx context.Context, cfg VastNetConfig) (v *VastNet, privCreated bool, err error) {
+func Open(ctx context.Context, cfg Config) (v *Net, privCreated bool, err error) {
 	if cfg.Engine == nil {
 		cfg.Engine = dockerengine.New("")
 	}
@@ -101,7 +111,7 @@ func OpenVastNet(ctx context.Context, cfg VastNetConfig) (v *VastNet, privCreate
 	if cfg.Options.PerIP < 1 || cfg.Options.PerIP > MaxPerIP {
 		return nil, false, fmt.Errorf("vast network: per_ip %d: want 1 to %d", cfg.Options.PerIP, MaxPerIP)
 	}
-	v = &VastNet{cfg: cfg}
+	v = &Net{cfg: cfg}
 	if v.Private, privCreated, err = EnsureNetworkFor(ctx, cfg.Engine, cfg.Cluster, cfg.HeadIP); err != nil {
 		return nil, false, err
 	}
@@ -118,11 +128,11 @@ func OpenVastNet(ctx context.Context, cfg VastNetConfig) (v *VastNet, privCreate
 }
 
 // Options are the knobs in force.
-func (v *VastNet) Options() NetOptions { return v.cfg.Options }
+func (v *Net) Options() Options { return v.cfg.Options }
 
 // Endpoints lists the endpoints of every container of this network (stopped
 // ones too: they keep their addresses).
-func (v *VastNet) Endpoints(ctx context.Context) ([]Endpoint, error) {
+func (v *Net) Endpoints(ctx context.Context) ([]Endpoint, error) {
 	cs, err := v.cfg.Engine.ListContainers(ctx, LabelNet+"="+v.cfg.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("vast network %s: %w", v.cfg.Cluster, err)
@@ -150,15 +160,15 @@ func EndpointFrom(labels map[string]string) (Endpoint, bool) {
 }
 
 // Labels are the labels a container of e carries (merge them into its own).
-func (v *VastNet) Labels(e Endpoint) map[string]string {
+func (v *Net) Labels(e Endpoint) map[string]string {
 	return map[string]string{
 		LabelNet: v.cfg.Cluster, LabelPrivateIP: e.Private.String(),
-		LabelPublicIP: e.Public.String(), LabelPorts: formatPorts(e.Ports),
+		LabelPublicIP: e.Public.String(), LabelPorts: FormatPorts(e.Ports),
 	}
 }
 
 // Networking attaches a container to the private network at e's address.
-func (v *VastNet) Networking(e Endpoint) *dockerengine.NetworkingConfig {
+func (v *Net) Networking(e Endpoint) *dockerengine.NetworkingConfig {
 	return &dockerengine.NetworkingConfig{EndpointsConfig: map[string]dockerengine.EndpointSettings{
 		v.Private.Name: {IPAMConfig: &dockerengine.EndpointIPAM{IPv4Address: e.Private.String()}},
 	}}
@@ -170,7 +180,7 @@ func (v *VastNet) Networking(e Endpoint) *dockerengine.NetworkingConfig {
 // container with Labels and Networking, calls Sync (before the start: the
 // container's first connection must already leave by its public IP), starts
 // it and calls Started; one lock around Place … Sync.
-func (v *VastNet) Place(ctx context.Context, ports []int) (Endpoint, error) {
+func (v *Net) Place(ctx context.Context, ports []int) (Endpoint, error) {
 	eps, err := v.Endpoints(ctx)
 	if err != nil {
 		return Endpoint{}, err
@@ -199,7 +209,7 @@ func (v *VastNet) Place(ctx context.Context, ports []int) (Endpoint, error) {
 	return Endpoint{}, fmt.Errorf("vast network %s: no public IP with room in %s", v.cfg.Cluster, v.Public.Subnet)
 }
 
-func (v *VastNet) freePrivate(ctx context.Context, eps []Endpoint) (netip.Addr, error) {
+func (v *Net) freePrivate(ctx context.Context, eps []Endpoint) (netip.Addr, error) {
 	used := map[netip.Addr]bool{v.Private.Gateway: true}
 	for _, e := range eps {
 		used[e.Private] = true
@@ -268,7 +278,7 @@ func overlaps(occ []Endpoint, ports []int) bool {
 
 // Started finishes a container's place once it runs: hairpin mode on its
 // link when hairpin is on (the link exists only from the start).
-func (v *VastNet) Started(ctx context.Context, containerID string) error {
+func (v *Net) Started(ctx context.Context, containerID string) error {
 	if !v.cfg.Options.Hairpin {
 		return nil
 	}
@@ -277,7 +287,7 @@ func (v *VastNet) Started(ctx context.Context, containerID string) error {
 
 // Sync rewrites the table for the containers there are now (after a
 // container is removed, or on a restart).
-func (v *VastNet) Sync(ctx context.Context) error {
+func (v *Net) Sync(ctx context.Context) error {
 	eps, err := v.Endpoints(ctx)
 	if err != nil {
 		return err
@@ -290,7 +300,7 @@ func (v *VastNet) Sync(ctx context.Context) error {
 
 // Close removes the table and the public network once no container of the
 // network is left; a restarted head needs them otherwise.
-func (v *VastNet) Close(ctx context.Context) error {
+func (v *Net) Close(ctx context.Context) error {
 	eps, err := v.Endpoints(ctx)
 	if err != nil || len(eps) > 0 {
 		return err
@@ -306,7 +316,7 @@ func (v *VastNet) Close(ctx context.Context) error {
 // eth0: with Docker's br_netfilter, a frame translated back to the port it
 // came in on is bridged there, and a bridge drops that unless the port is
 // in hairpin mode (what Docker itself does without its userland proxy).
-func (v *VastNet) setHairpin(ctx context.Context, id string) error {
+func (v *Net) setHairpin(ctx context.Context, id string) error {
 	info, err := v.cfg.Engine.InspectContainer(ctx, id)
 	if err != nil {
 		return fmt.Errorf("hairpin %s: %w", id, err)
@@ -337,8 +347,8 @@ func (v *VastNet) setHairpin(ctx context.Context, id string) error {
 	return fmt.Errorf("hairpin %s: no host link with ifindex %s", id, peer)
 }
 
-// formatPorts writes runs as ranges: "20000-20063".
-func formatPorts(ps []int) string {
+// FormatPorts writes runs as ranges: "20000-20063".
+func FormatPorts(ps []int) string {
 	s := append([]int(nil), ps...)
 	sort.Ints(s)
 	var out []string

@@ -1,4 +1,4 @@
-package docker
+package candidateimage
 
 import (
 	"archive/tar"
@@ -11,10 +11,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -84,7 +85,7 @@ func hostBaseTag(hp hostPython) string {
 }
 
 // buildHostBase imports the fallback base image as name.
-func buildHostBase(ctx context.Context, cfg ImageConfig, hp hostPython, name string) error {
+func buildHostBase(ctx context.Context, cfg Config, hp hostPython, name string) error {
 	start := time.Now()
 	files := map[string]bool{} // host paths to copy (dereferenced)
 	links := map[string]string{}
@@ -257,7 +258,7 @@ func writeHostTar(w io.Writer, files map[string]bool, links map[string]string) e
 		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n",
 		"etc/group":  "root:x:0:\nnogroup:x:65534:\n",
 	}
-	for _, p := range sortedKeys(etc) {
+	for _, p := range slices.Sorted(maps.Keys(etc)) {
 		if err := tw.WriteHeader(&tar.Header{Name: p, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(etc[p])), ModTime: mtime}); err != nil {
 			return err
 		}
@@ -265,12 +266,7 @@ func writeHostTar(w io.Writer, files map[string]bool, links map[string]string) e
 			return err
 		}
 	}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		if _, isLink := links[p]; isLink {
 			continue
 		}
@@ -294,7 +290,7 @@ func writeHostTar(w io.Writer, files map[string]bool, links map[string]string) e
 			return fmt.Errorf("tar %s: %w", p, err)
 		}
 	}
-	for _, l := range sortedKeys(links) {
+	for _, l := range slices.Sorted(maps.Keys(links)) {
 		if links[l] == l {
 			continue
 		}
@@ -306,13 +302,4 @@ func writeHostTar(w io.Writer, files map[string]bool, links map[string]string) e
 		}
 	}
 	return tw.Close()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

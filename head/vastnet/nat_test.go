@@ -1,4 +1,4 @@
-package docker
+package vastnet
 
 import (
 	"net/netip"
@@ -43,9 +43,9 @@ func TestNatRules(t *testing.T) {
 // TestPortsLabel: ports survive the label round trip, written as ranges.
 func TestPortsLabel(t *testing.T) {
 	ps := append(SlotPorts(1), 7, 9, 10)
-	s := formatPorts(ps)
+	s := FormatPorts(ps)
 	if s != "7,9-10,20064-20127" {
-		t.Errorf("formatPorts = %q", s)
+		t.Errorf("FormatPorts = %q", s)
 	}
 	got, err := parsePorts(s)
 	if err != nil || len(got) != 67 || got[0] != 7 || got[66] != 20127 {
@@ -62,27 +62,5 @@ func TestPortsLabel(t *testing.T) {
 	}
 	if _, ok := EndpointFrom(map[string]string{LabelPrivateIP: "10.8.0.2", LabelPorts: "20000"}); ok {
 		t.Error("EndpointFrom without a public IP: ok")
-	}
-}
-
-// TestNetOptionsFromEnv: the environment's knobs win over the config's and
-// bad values are refused with the variable's name.
-func TestNetOptionsFromEnv(t *testing.T) {
-	o := NetOptions{Hairpin: true, PerIP: 3}
-	if err := netOptionsFromEnv(&o); err != nil || o != (NetOptions{Hairpin: true, PerIP: 3}) {
-		t.Errorf("no env: %+v, %v; want the block's", o, err)
-	}
-	t.Setenv(EnvHairpin, "0")
-	t.Setenv(EnvPerIP, "2")
-	if err := netOptionsFromEnv(&o); err != nil || o != (NetOptions{PerIP: 2}) {
-		t.Errorf("env 0, 2: %+v, %v", o, err)
-	}
-	for k, v := range map[string]string{EnvHairpin: "maybe", EnvPerIP: "17"} {
-		t.Run(k, func(t *testing.T) {
-			t.Setenv(k, v)
-			if err := netOptionsFromEnv(&NetOptions{}); err == nil || !strings.Contains(err.Error(), k) {
-				t.Errorf("%s=%s: %v, want an error naming it", k, v, err)
-			}
-		})
 	}
 }
