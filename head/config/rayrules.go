@@ -2,9 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,7 +68,7 @@ func validateNodeTypeRay(n string, t wire.NodeType) error {
 			return fmt.Errorf("node_types.%s.gpu_model: %w", n, err)
 		}
 	}
-	for _, k := range sortedKeys(t.Resources) {
+	for _, k := range slices.Sorted(maps.Keys(t.Resources)) {
 		v := t.Resources[k]
 		switch {
 		case rayOwnResources[k]:
@@ -78,7 +79,7 @@ func validateNodeTypeRay(n string, t wire.NodeType) error {
 			return fmt.Errorf("node_types.%s.resources.%s: above Ray's maximum %g", n, k, maxResource)
 		}
 	}
-	for _, k := range sortedKeys(t.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(t.Labels)) {
 		if err := validateLabel(k, t.Labels[k]); err != nil {
 			return fmt.Errorf("node_types.%s.labels: %w", n, err)
 		}
@@ -131,13 +132,4 @@ func validateLabel(k, v string) error {
 		return fmt.Errorf("value of %q: want empty or 1-63 of [A-Za-z0-9], with -_. inside", k)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
