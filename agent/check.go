@@ -76,7 +76,7 @@ func checkCommand(args []string, secrets envconfig.Secrets, stdout, stderr io.Wr
 	report.RayVersion, report.PythonVersion = v.Ray, v.Python
 	out, _ := json.MarshalIndent(report, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", out)
-	if !hostcheck.AllOK(report) {
+	if !report.Checks.OK() {
 		return 1
 	}
 	return 0
