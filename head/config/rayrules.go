@@ -6,9 +6,9 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/rayvast/rayvast/head/rayversion"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -20,15 +20,12 @@ import (
 var (
 	// rayVersionRe: a full release ("2.53.0") with an optional
 	// pre-release or local tail; nodes must report exactly this string.
-	rayVersionRe = regexp.MustCompile(`^([0-9]{1,4})\.([0-9]{1,4})\.[0-9]{1,4}([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]{0,31})?$`)
+	rayVersionRe = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]{0,31})?$`)
 	// pythonVersionRe: 1 to 3 parts, compared part by part ("3.11").
 	pythonVersionRe = regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,4}){0,2}$`)
 	labelNameRe     = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?$`)
 	labelPrefixRe   = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?)*$`)
 )
-
-// minRay is the oldest Ray with token auth (head/enroll refuses older nodes).
-const minRayMajor, minRayMinor = 2, 52
 
 // rayOwnResources are Ray's default resources: `ray start --resources`
 // refuses them (their own flags set them).
@@ -43,14 +40,11 @@ const maxCPUs = wire.PortCount - 7 - 4
 
 func validateRay(r wire.RayHead) error {
 	if v := r.Version; v != "" {
-		m := rayVersionRe.FindStringSubmatch(v)
-		if m == nil {
+		if !rayVersionRe.MatchString(v) {
 			return fmt.Errorf("ray.version %q: want a Ray release like 2.53.0 (nodes must report exactly it)", v)
 		}
-		major, _ := strconv.Atoi(m[1])
-		minor, _ := strconv.Atoi(m[2])
-		if major < minRayMajor || major == minRayMajor && minor < minRayMinor {
-			return fmt.Errorf("ray.version %s: older than %d.%d, which has no token auth; no node could join", v, minRayMajor, minRayMinor)
+		if !rayversion.AtFloor(v) {
+			return fmt.Errorf("ray.version %s: older than %s, which has no token auth; no node could join", v, rayversion.Floor)
 		}
 	}
 	if v := r.PythonVersion; v != "" && !pythonVersionRe.MatchString(v) {
