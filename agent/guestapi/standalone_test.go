@@ -120,7 +120,7 @@ func TestStandaloneIdentity(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &a); err != nil || code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	if err := VerifyAttestation(a, p.ca.Pool()); err != nil {
+	if err := verifyAttestation(a, p.ca.Pool()); err != nil {
 		t.Error(err)
 	}
 }
