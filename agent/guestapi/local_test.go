@@ -32,7 +32,7 @@ func TestAttestation(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &a); err != nil || code != 200 {
 		t.Fatalf("attestation: %d %s", code, body)
 	}
-	if err := verifyAttestation(a, getPKI(t).ca.Pool()); err != nil {
+	if err := verifyAttestation(a, getPKI(t).CA.Pool()); err != nil {
 		t.Fatalf("good attestation refused: %v", err)
 	}
 	if a.InstanceID != "inst-7" || a.AppPublicKey != r.srv.AppPublicKey() || a.AppID != testApp {
@@ -48,7 +48,7 @@ func TestAttestation(t *testing.T) {
 	renamed := a
 	renamed.InstanceID = "inst-8"
 	for name, bad := range map[string]wire.AppKeyAttestation{"other key": other, "other instance": renamed} {
-		if err := verifyAttestation(bad, getPKI(t).ca.Pool()); err == nil {
+		if err := verifyAttestation(bad, getPKI(t).CA.Pool()); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
