@@ -157,11 +157,16 @@ func TestVastFlow(t *testing.T) {
 	}
 	// A down head lists its rentals every tick: after three more lists, a
 	// whole tick has begun after the marker and ended (the third list is
-	// the next tick's start). It must not have rented.
-	lists = f.vastCalls(listCall)
+	// the next tick's start). It must not have made a candidate or rented,
+	// even one its next tick would end again.
+	lists, rents := f.vastCalls(listCall), f.vastCalls(rentCall)
 	f.waitEvent("a whole loop tick with the down marker", time.Minute, func() bool { return f.vastCalls(listCall) >= lists+3 })
-	if live := f.fake.Live(); len(live) != 0 {
-		t.Errorf("the head rented again after head down: %d", len(live))
+	if n, live := f.vastCalls(rentCall)-rents, f.fake.Live(); n != 0 || len(live) != 0 {
+		t.Errorf("the head rented again after head down: %d rentals, %d live", n, len(live))
+	}
+	if cs := f.candidates(); count(cs, wire.StateEnded) != len(cs) {
+		n := len(cs) - count(cs, wire.StateEnded)
+		t.Errorf("the head made candidates after head down: %d not ended", n)
 	}
 	f.stop()
 	if cs, _ := f.eng.ListContainers(ctx, fakevast.LabelServer+"="+f.name); len(cs) != 0 {
@@ -329,8 +334,11 @@ func (f *flow) waitFor(what string, d time.Duration, ok func([]wire.Candidate) b
 	f.waitEvent(what, d, func() bool { return ok(f.candidates()) })
 }
 
-// listCall is the fake's name of the head's listing of its rentals.
-const listCall = "GET /api/v1/instances/"
+// The fake's names of the head's listing of its rentals and of a rental.
+const (
+	listCall = "GET /api/v1/instances/"
+	rentCall = "PUT /api/v0/asks/{id}/"
+)
 
 // vastCalls is how many calls the fake served of one kind (listCall).
 func (f *flow) vastCalls(kind string) int {
