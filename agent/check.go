@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/rayvast/rayvast/agent/envconfig"
 	"github.com/rayvast/rayvast/agent/hostcheck"
 	"github.com/rayvast/rayvast/agent/raylaunch"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -35,7 +36,10 @@ ray.python_version where set).
                     (default $RAYVAST_PYTHON, else python3)
 `
 
-func checkCommand(args []string, stdout, stderr io.Writer) int {
+// checkCommand runs the host checks. secrets were taken out of the
+// environment before dispatch, so the version probe's env is scrubbed of
+// them by value (a copy may sit in another variable).
+func checkCommand(args []string, secrets envconfig.Secrets, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	root := fs.String("root", "/", "")
@@ -65,14 +69,14 @@ func checkCommand(args []string, stdout, stderr io.Writer) int {
 		*python = "python3"
 	}
 	v, err := hostcheck.ProbeRay(context.Background(), hostcheck.RayProbe{Python: *python,
-		Env: raylaunch.Scrubbed(os.Environ(), []string{os.Getenv(wire.EnvJoinToken), os.Getenv(wire.EnvVastAPIKey)})})
+		Env: raylaunch.Scrubbed(os.Environ(), secrets.Forms())})
 	if err != nil {
 		log.Warn("ray version probe failed", "err", err)
 	}
 	report.RayVersion, report.PythonVersion = v.Ray, v.Python
 	out, _ := json.MarshalIndent(report, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", out)
-	if !hostcheck.AllOK(report) {
+	if !report.Checks.OK() {
 		return 1
 	}
 	return 0

@@ -57,7 +57,7 @@ func dispatch(args []string, secrets envconfig.Secrets, stdout, stderr io.Writer
 	case "run":
 		return runCommand(rest, secrets, stdout, stderr)
 	case "check":
-		return checkCommand(rest, stdout, stderr)
+		return checkCommand(rest, secrets, stdout, stderr)
 	case "guest-api":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		defer stop()

@@ -94,6 +94,18 @@ func TakeSecrets() (s Secrets, inEnviron bool, err error) {
 	return s, inEnviron, err
 }
 
+// Forms lists every form of every taken secret, for secret.Holds: what a
+// command that parses no Config (agent check) scrubs from Ray's env.
+func (s Secrets) Forms() []string {
+	var taken []secret.Former
+	for _, name := range SecretVars {
+		if v, ok := s[name]; ok {
+			taken = append(taken, v)
+		}
+	}
+	return secret.AllForms(taken...)
+}
+
 // Lookup returns a lookup that answers secret names from s and all other
 // names from env (os.LookupEnv in production).
 func (s Secrets) Lookup(env func(string) (string, bool)) func(string) (string, bool) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -198,5 +199,18 @@ func TestTakeSecrets(t *testing.T) {
 	}
 	if got := fmt.Sprintf("%v", s); strings.Contains(got, token) {
 		t.Errorf("printing Secrets reveals the token")
+	}
+}
+
+// TestSecretsForms proves agent check scrubs the taken secrets by value:
+// they are no longer in the environment for anyone to read by name.
+func TestSecretsForms(t *testing.T) {
+	s := Secrets{wire.EnvJoinToken: secret.New(token), wire.EnvVastAPIKey: secret.New(apiKey)}
+	got := s.Forms()
+	if !secret.Holds("Bearer "+token, got) || !secret.Holds(apiKey, got) {
+		t.Errorf("Forms() = %d forms; want both secrets found by secret.Holds", len(got))
+	}
+	if got := (Secrets{}).Forms(); len(got) != 0 {
+		t.Errorf("Forms() of no secrets = %d forms, want 0", len(got))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rayvast/rayvast/internal/guestauth"
@@ -143,8 +144,11 @@ func renderIdentity(b *bytes.Buffer, in *wire.GuestInfo) {
 	default:
 		row(b, "agent sha256", code(tcb.AgentSHA256))
 		if c := tcb.Checks; c != nil {
-			row(b, "host checks", fmt.Sprintf("capabilities %s · netns %s · shm %s · egress %s · GPUs %d",
-				pass(c.Checks.Capabilities.OK), pass(c.Checks.Netns.OK), pass(c.Checks.Shm.OK), pass(c.Checks.Egress.OK), c.GPUs))
+			var parts []string
+			for _, ch := range c.Checks.List() {
+				parts = append(parts, ch.Name+" "+pass(ch.OK))
+			}
+			row(b, "host checks", fmt.Sprintf("%s · GPUs %d", strings.Join(parts, " · "), c.GPUs))
 		} else {
 			row(b, "host checks", none("— (not run: standalone)"))
 		}

@@ -3,7 +3,6 @@ package guestapi
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,13 +186,7 @@ func TestDashboardInChromium(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go srv.ServeTCP(l)
-			defer srv.Close()
-			url := "http://" + l.Addr().String() + "/"
+			url := "http://" + rvtest.ServeLoopback(t, srv).String() + "/"
 			shot := filepath.Join(shots, "dashboard-"+tc.name+".png")
 			dom := chromium(t, bin, "--dump-dom", "--screenshot="+shot, "--window-size=1000,800", url)
 			if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {

@@ -32,7 +32,7 @@ func TestAttestation(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &a); err != nil || code != 200 {
 		t.Fatalf("attestation: %d %s", code, body)
 	}
-	if err := VerifyAttestation(a, getPKI(t).ca.Pool()); err != nil {
+	if err := verifyAttestation(a, getPKI(t).CA.Pool()); err != nil {
 		t.Fatalf("good attestation refused: %v", err)
 	}
 	if a.InstanceID != "inst-7" || a.AppPublicKey != r.srv.AppPublicKey() || a.AppID != testApp {
@@ -48,12 +48,12 @@ func TestAttestation(t *testing.T) {
 	renamed := a
 	renamed.InstanceID = "inst-8"
 	for name, bad := range map[string]wire.AppKeyAttestation{"other key": other, "other instance": renamed} {
-		if err := VerifyAttestation(bad, getPKI(t).ca.Pool()); err == nil {
+		if err := verifyAttestation(bad, getPKI(t).CA.Pool()); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	otherCA, _, _ := pki.NewCA(nil, "other", time.Now())
-	if err := VerifyAttestation(a, otherCA.Pool()); err == nil {
+	if err := verifyAttestation(a, otherCA.Pool()); err == nil {
 		t.Error("accepted against another CA (the chain's own CA copy must not be trusted)")
 	}
 	plain := start(t, func(c *Config) { c.NodeCertPEM, c.NodeKeyPEM, c.CACertPEM = nil, nilKey(), nil })

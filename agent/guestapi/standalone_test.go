@@ -103,10 +103,10 @@ func TestStandaloneIdentity(t *testing.T) {
 	p := getPKI(t)
 	dir := t.TempDir()
 	// node_cert holds the node cert followed by the CA: the chain.
-	if err := os.WriteFile(filepath.Join(dir, "node.pem"), append(append([]byte{}, p.node.CertPEM...), p.ca.CertPEM...), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "node.pem"), append(append([]byte{}, p.Node.CertPEM...), p.CA.CertPEM...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "node.key"), p.node.KeyPEM.Reveal(), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "node.key"), p.Node.KeyPEM.Reveal(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	app := testAppFile()
@@ -120,7 +120,7 @@ func TestStandaloneIdentity(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &a); err != nil || code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
-	if err := VerifyAttestation(a, p.ca.Pool()); err != nil {
+	if err := verifyAttestation(a, p.CA.Pool()); err != nil {
 		t.Error(err)
 	}
 }

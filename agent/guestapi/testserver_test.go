@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -13,14 +12,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rayvast/rayvast/internal/guestauth"
-	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -34,32 +31,18 @@ var (
 	opsKey   = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
 )
 
-// testPKI is a cluster CA and one node cert for 127.0.0.1, made once.
-type testPKI struct {
-	ca   *pki.CA
-	node pki.Issued
-}
-
 var (
 	pkiOnce sync.Once
-	pkiVal  testPKI
-	pkiErr  error
+	pkiVal  rvtest.NodePKI
 )
 
-func getPKI(t *testing.T) testPKI {
+// getPKI is the package's one cluster CA and node cert for 127.0.0.1, made
+// once (every server started here is the same node, inst-7).
+func getPKI(t *testing.T) rvtest.NodePKI {
 	t.Helper()
-	pkiOnce.Do(func() {
-		var ca *pki.CA
-		ca, _, pkiErr = pki.NewCA(nil, "test", time.Now())
-		if pkiErr != nil {
-			return
-		}
-		var node pki.Issued
-		node, pkiErr = ca.IssueNode(nil, pki.NodeRequest{InstanceID: "inst-7", PublicIP: netip.MustParseAddr("127.0.0.1"), Now: time.Now()})
-		pkiVal = testPKI{ca: ca, node: node}
-	})
-	if pkiErr != nil {
-		t.Fatal(pkiErr)
+	pkiOnce.Do(func() { pkiVal = rvtest.NewNodePKI(t, "inst-7") })
+	if pkiVal.CA == nil {
+		t.Fatal("the test PKI failed in an earlier test")
 	}
 	return pkiVal
 }
@@ -71,7 +54,7 @@ func baseConfig(t *testing.T, logs *rvtest.Buffer) Config {
 		AppID: testApp, AppRootKey: secret.NewBytes(testRoot),
 		Policy: wire.GuestAPIPolicy{ExternalIssuers: []wire.Issuer{{Name: "ops",
 			PublicKeys: []string{hex.EncodeToString(opsKey.Public().(ed25519.PublicKey))}}}},
-		NodeCertPEM: p.node.CertPEM, NodeKeyPEM: p.node.KeyPEM, CACertPEM: p.ca.CertPEM,
+		NodeCertPEM: p.Node.CertPEM, NodeKeyPEM: p.Node.KeyPEM, CACertPEM: p.CA.CertPEM,
 		Now: func() time.Time { return testNow },
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -97,22 +80,12 @@ func start(t *testing.T, mut func(*Config)) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.ServeTCP(l)
-	t.Cleanup(func() { srv.Close() })
-	r := &running{srv: srv, addr: l.Addr().String(), tls: srv.HasIdentity(), logs: logs}
+	r := &running{srv: srv, addr: rvtest.ServeLoopback(t, srv).String(), tls: srv.HasIdentity(), logs: logs}
 	r.client = &http.Client{Transport: &http.Transport{TLSClientConfig: r.tlsConfig()}, Timeout: 10 * time.Second}
 	return r
 }
 
-func (r *running) tlsConfig() *tls.Config {
-	pool := x509.NewCertPool()
-	pool.AddCert(pkiVal.ca.Cert)
-	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
-}
+func (r *running) tlsConfig() *tls.Config { return pkiVal.ClientTLS() }
 
 // raw sends one request with exactly the request-target given (no client
 // normalisation) and returns status, headers and body.

@@ -17,7 +17,7 @@ func BenchmarkRunFakeRoot(b *testing.B) {
 		Timeout:   2 * time.Second,
 	}
 	for b.Loop() {
-		if r := Run(context.Background(), cfg); !AllOK(r) {
+		if r := Run(context.Background(), cfg); !r.Checks.OK() {
 			b.Fatalf("check failed: %+v", r)
 		}
 	}

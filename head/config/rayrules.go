@@ -2,12 +2,13 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 
+	"github.com/rayvast/rayvast/head/rayversion"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -19,15 +20,12 @@ import (
 var (
 	// rayVersionRe: a full release ("2.53.0") with an optional
 	// pre-release or local tail; nodes must report exactly this string.
-	rayVersionRe = regexp.MustCompile(`^([0-9]{1,4})\.([0-9]{1,4})\.[0-9]{1,4}([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]{0,31})?$`)
+	rayVersionRe = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]{0,31})?$`)
 	// pythonVersionRe: 1 to 3 parts, compared part by part ("3.11").
 	pythonVersionRe = regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,4}){0,2}$`)
 	labelNameRe     = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?$`)
 	labelPrefixRe   = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9_.-]{0,61}[a-zA-Z0-9])?)*$`)
 )
-
-// minRay is the oldest Ray with token auth (head/enroll refuses older nodes).
-const minRayMajor, minRayMinor = 2, 52
 
 // rayOwnResources are Ray's default resources: `ray start --resources`
 // refuses them (their own flags set them).
@@ -42,14 +40,11 @@ const maxCPUs = wire.PortCount - 7 - 4
 
 func validateRay(r wire.RayHead) error {
 	if v := r.Version; v != "" {
-		m := rayVersionRe.FindStringSubmatch(v)
-		if m == nil {
+		if !rayVersionRe.MatchString(v) {
 			return fmt.Errorf("ray.version %q: want a Ray release like 2.53.0 (nodes must report exactly it)", v)
 		}
-		major, _ := strconv.Atoi(m[1])
-		minor, _ := strconv.Atoi(m[2])
-		if major < minRayMajor || major == minRayMajor && minor < minRayMinor {
-			return fmt.Errorf("ray.version %s: older than %d.%d, which has no token auth; no node could join", v, minRayMajor, minRayMinor)
+		if !rayversion.AtFloor(v) {
+			return fmt.Errorf("ray.version %s: older than %s, which has no token auth; no node could join", v, rayversion.Floor)
 		}
 	}
 	if v := r.PythonVersion; v != "" && !pythonVersionRe.MatchString(v) {
@@ -67,7 +62,7 @@ func validateNodeTypeRay(n string, t wire.NodeType) error {
 			return fmt.Errorf("node_types.%s.gpu_model: %w", n, err)
 		}
 	}
-	for _, k := range sortedKeys(t.Resources) {
+	for _, k := range slices.Sorted(maps.Keys(t.Resources)) {
 		v := t.Resources[k]
 		switch {
 		case rayOwnResources[k]:
@@ -78,7 +73,7 @@ func validateNodeTypeRay(n string, t wire.NodeType) error {
 			return fmt.Errorf("node_types.%s.resources.%s: above Ray's maximum %g", n, k, maxResource)
 		}
 	}
-	for _, k := range sortedKeys(t.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(t.Labels)) {
 		if err := validateLabel(k, t.Labels[k]); err != nil {
 			return fmt.Errorf("node_types.%s.labels: %w", n, err)
 		}
@@ -131,13 +126,4 @@ func validateLabel(k, v string) error {
 		return fmt.Errorf("value of %q: want empty or 1-63 of [A-Za-z0-9], with -_. inside", k)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

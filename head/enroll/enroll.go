@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/metrics"
@@ -213,8 +212,8 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 // and blocklist class, or "" when the candidate passed.
 func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Candidate, portKey secret.Bytes, log *slog.Logger) (reason, class string) {
 	ch := req.Checks
-	if !ch.Capabilities.OK || !ch.Netns.OK || !ch.Shm.OK {
-		log.Warn("host check failed", "capabilities", ch.Capabilities, "netns", ch.Netns, "shm", ch.Shm)
+	if !ch.Sandboxed() {
+		log.Warn("host check failed", "failed", ch.Failed(true))
 		return wire.ReasonSecurityCheck, wire.BlockSecurity
 	}
 	nt, ok := s.cfg.NodeTypes[c.NodeType]
@@ -285,30 +284,11 @@ func (s *Server) reject(cl *registry.Claim, req *wire.EnrollRequest, reason, cla
 		Reason: "rejected " + reason, Cause: fmt.Errorf("candidate %s destroyed", c.CandidateID)}
 }
 
-// reportOf is what a rejected agent reported, its check details cut to
-// wire.ReportDetailMax bytes: a hostile host must not fill the store.
+// reportOf is what a rejected agent reported, bounded: a hostile host must
+// not fill the store.
 func reportOf(req *wire.EnrollRequest) wire.CheckReport {
-	cut := func(c wire.Check) wire.Check {
-		c.Detail = cutUTF8(c.Detail, wire.ReportDetailMax)
-		return c
-	}
-	ch := req.Checks
-	ch.Capabilities, ch.Netns, ch.Shm = cut(ch.Capabilities), cut(ch.Netns), cut(ch.Shm)
-	ch.Egress.Detail = cutUTF8(ch.Egress.Detail, wire.ReportDetailMax)
-	ch.Egress.IP = cutUTF8(ch.Egress.IP, 64)
-	return wire.CheckReport{Checks: ch, GPUs: req.GPUs, GPUModels: req.GPUModels,
-		RayVersion: cutUTF8(req.RayVersion, 64), PythonVersion: cutUTF8(req.PythonVersion, 64)}
-}
-
-// cutUTF8 is s cut to at most n bytes, on a rune boundary.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return wire.CheckReport{Checks: req.Checks, GPUs: req.GPUs, GPUModels: req.GPUModels,
+		RayVersion: req.RayVersion, PythonVersion: req.PythonVersion}.Bounded()
 }
 
 func canon(ip string) string {

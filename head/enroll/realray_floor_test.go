@@ -2,7 +2,6 @@ package enroll
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,19 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/rayversion"
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
-// TestRealRayEnforcesTokenAtTheFloor holds the version floor (MinRayVersion,
-// 2.52) to real Ray: the oldest supported Ray, with RAY_AUTH_MODE=token on
+// TestRealRayEnforcesTokenAtTheFloor holds the version floor
+// (rayversion.Floor) to real Ray: the oldest supported Ray, with RAY_AUTH_MODE=token on
 // its head, refuses a worker node that has no token or a wrong one
 // (AuthenticationError) and takes one with the cluster's token. Ray older
 // than the floor has no token auth at all, so such a node would join any
 // head: that is why the head refuses it.
 func TestRealRayEnforcesTokenAtTheFloor(t *testing.T) {
 	rvtest.NeedRoot(t, "unshare", "ip")
-	if floor := fmt.Sprintf("%d.%d.", MinRayVersion[0], MinRayVersion[1]); !strings.HasPrefix(rvtest.RayOldest, floor) {
-		t.Fatalf("the oldest tested Ray %s is not at the floor %v", rvtest.RayOldest, MinRayVersion)
+	if !strings.HasPrefix(rvtest.RayOldest, rayversion.Floor+".") {
+		t.Fatalf("the oldest tested Ray %s is not at the floor %s", rvtest.RayOldest, rayversion.Floor)
 	}
 	python := rvtest.RayPython(t, rvtest.RayOldest)
 	tmp, err := os.MkdirTemp("", "rv") // short: Ray's AF_UNIX sockets live under it

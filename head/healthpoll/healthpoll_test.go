@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/rayvast/rayvast/agent/guestapi"
 	"github.com/rayvast/rayvast/internal/guestauth"
 	"github.com/rayvast/rayvast/internal/pki"
+	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -23,26 +23,13 @@ var root = bytes.Repeat([]byte{5}, 32)
 // CA and returns the CA and the port.
 func node(t *testing.T, policy wire.GuestAPIPolicy) (*pki.CA, int) {
 	t.Helper()
-	ca, _, err := pki.NewCA(nil, "test", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := ca.IssueNode(nil, pki.NodeRequest{InstanceID: "i-1", PublicIP: netip.MustParseAddr("127.0.0.1"), Now: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := rvtest.NewNodePKI(t, "i-1")
 	srv, err := guestapi.New(guestapi.Config{AppID: "app", AppRootKey: secret.NewBytes(root), Policy: policy,
-		NodeCertPEM: n.CertPEM, NodeKeyPEM: n.KeyPEM, CACertPEM: ca.CertPEM})
+		NodeCertPEM: p.Node.CertPEM, NodeKeyPEM: p.Node.KeyPEM, CACertPEM: p.CA.CertPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.ServeTCP(l)
-	t.Cleanup(func() { srv.Close() })
-	return ca, l.Addr().(*net.TCPAddr).Port
+	return p.CA, rvtest.ServeLoopback(t, srv).Port
 }
 
 // TestCheck: the node's own health token passes over HTTPS verified against

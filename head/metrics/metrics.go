@@ -6,6 +6,8 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -185,7 +187,7 @@ func writeMoney(b *strings.Builder, cands []wire.Candidate, now time.Time) {
 		}
 	}
 	header(b, "rayvast_node_type_dph", "gauge", "$/hour of the billing rentals of each node type.")
-	for _, n := range sortedKeys(money.NodeTypeDPH) {
+	for _, n := range slices.Sorted(maps.Keys(money.NodeTypeDPH)) {
 		fmt.Fprintf(b, "rayvast_node_type_dph{node_type=%q} %g\n", n, money.NodeTypeDPH[n])
 	}
 	header(b, "rayvast_cluster_dph", "gauge", "$/hour of every billing rental of the cluster.")

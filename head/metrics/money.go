@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"sort"
 	"time"
 
 	"github.com/rayvast/rayvast/internal/wire"
@@ -54,12 +53,3 @@ func Spending(cands []wire.Candidate, now time.Time) Money {
 // LiveDPH is the $/hour the cluster's live rentals cost: what counts
 // against max_dph_total.
 func LiveDPH(cands []wire.Candidate) float64 { return Spending(cands, time.Time{}).ClusterDPH }
-
-func sortedKeys(m map[string]float64) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}

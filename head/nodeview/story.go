@@ -101,13 +101,14 @@ func (s Story) printInfo(line func(k, v string)) {
 // reportLines prints host checks and GPUs, as a node's guest API shows
 // them or as a rejected agent reported them.
 func reportLines(line func(k, v string), r *wire.CheckReport) {
-	c := r.Checks
-	egress := wire.Check{OK: c.Egress.OK, Detail: c.Egress.Detail}
-	if c.Egress.IP != "" {
-		egress.Detail = strings.TrimSpace(egress.Detail + " ip " + c.Egress.IP)
+	var checks []string
+	for _, ch := range r.Checks.List() {
+		if ip := r.Checks.Egress.IP; ch.Name == "egress" && ip != "" {
+			ch.Detail = strings.TrimSpace(ch.Detail + " ip " + ip)
+		}
+		checks = append(checks, check(ch.Name, ch.Check))
 	}
-	line("host checks", strings.Join([]string{check("capabilities", c.Capabilities), check("netns", c.Netns),
-		check("shm", c.Shm), check("egress", egress)}, ", "))
+	line("host checks", strings.Join(checks, ", "))
 	gpus := fmt.Sprintf("%d", r.GPUs)
 	if len(r.GPUModels) > 0 {
 		gpus += ": " + strings.Join(r.GPUModels, ", ")

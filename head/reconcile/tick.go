@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -36,7 +38,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	p.tally(cands)
 	l.forgetSpares(p.live)
 	if !p.down {
-		for _, n := range sortedKeys(l.cfg.NodeTypes) {
+		for _, n := range slices.Sorted(maps.Keys(l.cfg.NodeTypes)) {
 			if l.cfg.RayScales {
 				p.replaceFailed(n, cands)
 			} else {
@@ -297,13 +299,4 @@ func (p *pass) syncFirewall() {
 		p.errs = append(p.errs, fmt.Errorf("firewall: %w", err))
 	}
 	p.res.Allowed = ips
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,7 +169,7 @@ func autoscale(t *testing.T) {
 		candIPs = append(candIPs, l.PublicIP)
 	}
 	sort.Strings(candIPs)
-	taskIPs := sortedKeys(ips)
+	taskIPs := slices.Sorted(maps.Keys(ips))
 	if len(live) != 2 || fmt.Sprint(candIPs) != fmt.Sprint(taskIPs) {
 		t.Errorf("tasks ran on %v; live candidates' public IPs %v: want the same two", taskIPs, candIPs)
 	}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -264,6 +262,3 @@ func gcsPort(t testing.TB) string {
 	t.Fatal("no free port in 6400-7999 for the Ray head")
 	return ""
 }
-
-// sortedKeys lists a map's keys in order, for stable messages.
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +73,7 @@ func rayLife(t *testing.T, version string) {
 				m[n.PublicIP] = now
 			}
 		}
-		return len(running) == 2, fmt.Sprintf("starting %v, running %v", sortedKeys(starting), sortedKeys(running))
+		return len(running) == 2, fmt.Sprintf("starting %v, running %v", slices.Sorted(maps.Keys(starting)), slices.Sorted(maps.Keys(running)))
 	})
 	time.Sleep(joinSlack + 200*time.Millisecond) // the watcher's samples up to then
 	alive := watch.firstAlive()

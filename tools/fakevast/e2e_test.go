@@ -126,8 +126,15 @@ func TestVastFlow(t *testing.T) {
 	// rents nothing twice.
 	before, enrolled := len(f.fake.Live()), count(f.candidates(), wire.StateEnrolled)
 	f.stop()
+	lists := f.vastCalls(listCall)
 	f.start()
-	time.Sleep(12 * time.Second) // two loop ticks and several heartbeats
+	// The new head's first tick lists the rentals (to find its own by
+	// label); every node then heartbeats it past the lost timeout (3
+	// intervals) and the next tick: a head that rented again, swept its
+	// own as leaks or lost its nodes has done so by then.
+	f.waitEvent("the restarted head listed its rentals and took 5 heartbeats a node", time.Minute, func() bool {
+		return f.vastCalls(listCall) > lists && f.heartbeats() >= 5*enrolled
+	})
 	if cs := f.candidates(); count(cs, wire.StateEnrolled) != enrolled {
 		t.Errorf("after restart: %d enrolled, want %d", count(cs, wire.StateEnrolled), enrolled)
 	}
@@ -149,9 +156,18 @@ func TestVastFlow(t *testing.T) {
 			t.Errorf("after head down: candidate %s is %s", c.CandidateID, c.State)
 		}
 	}
-	time.Sleep(6 * time.Second) // a loop tick with the marker: it must not rent again
-	if live := f.fake.Live(); len(live) != 0 {
-		t.Errorf("the head rented again after head down: %d", len(live))
+	// A down head lists its rentals every tick: after three more lists, a
+	// whole tick has begun after the marker and ended (the third list is
+	// the next tick's start). It must not have made a candidate or rented,
+	// even one its next tick would end again.
+	lists, rents := f.vastCalls(listCall), f.vastCalls(rentCall)
+	f.waitEvent("a whole loop tick with the down marker", time.Minute, func() bool { return f.vastCalls(listCall) >= lists+3 })
+	if n, live := f.vastCalls(rentCall)-rents, f.fake.Live(); n != 0 || len(live) != 0 {
+		t.Errorf("the head rented again after head down: %d rentals, %d live", n, len(live))
+	}
+	if cs := f.candidates(); count(cs, wire.StateEnded) != len(cs) {
+		n := len(cs) - count(cs, wire.StateEnded)
+		t.Errorf("the head made candidates after head down: %d not ended", n)
 	}
 	f.stop()
 	if cs, _ := f.eng.ListContainers(ctx, fakevast.LabelServer+"="+f.name); len(cs) != 0 {
@@ -313,9 +329,42 @@ func (f *flow) candidates() []wire.Candidate {
 	return cs
 }
 
+// waitFor waits until the head's candidates satisfy ok.
 func (f *flow) waitFor(what string, d time.Duration, ok func([]wire.Candidate) bool) {
 	f.t.Helper()
-	if rvtest.Until(d, func() bool { return ok(f.candidates()) }) {
+	f.waitEvent(what, d, func() bool { return ok(f.candidates()) })
+}
+
+// The fake's names of the head's listing of its rentals and of a rental.
+const (
+	listCall = "GET /api/v1/instances/"
+	rentCall = "PUT /api/v0/asks/{id}/"
+)
+
+// vastCalls is how many calls the fake served of one kind (listCall).
+func (f *flow) vastCalls(kind string) int {
+	calls, _ := f.fake.Stats()
+	return calls[kind]
+}
+
+// heartbeats is the running head's rayvast_heartbeats_total (0 after a
+// restart).
+func (f *flow) heartbeats() int {
+	for _, l := range strings.Split(f.admin("/metrics"), "\n") {
+		if v, ok := strings.CutPrefix(l, "rayvast_heartbeats_total "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// waitEvent waits for something the head does that a negative check
+// needs to have happened first: waiting on it, not on a sleep, keeps the
+// check meaningful on a slow machine.
+func (f *flow) waitEvent(what string, d time.Duration, ok func() bool) {
+	f.t.Helper()
+	if rvtest.Until(d, ok) {
 		f.t.Logf("reached: %s", what)
 		return
 	}
