@@ -93,12 +93,7 @@ func validateGPUModel(t wire.NodeType) error {
 			return fmt.Errorf("control character")
 		}
 	}
-	norm := strings.TrimPrefix(strings.Map(func(r rune) rune {
-		if r == ' ' || r == '-' || r == '_' {
-			return -1
-		}
-		return r
-	}, strings.ToLower(t.GPUModel)), "nvidia")
+	norm := wire.NormGPUModel(t.GPUModel)
 	if norm == "" {
 		return fmt.Errorf("%q names no model (case, spaces, '-', '_' and a leading NVIDIA are ignored)", t.GPUModel)
 	}

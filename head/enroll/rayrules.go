@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rayvast/rayvast/head/rayversion"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // gpuModelMatches is step 5's model rule: every reported model contains
@@ -14,7 +15,7 @@ import (
 // as the offers need. One model per GPU is required: a GPU the agent
 // could not name cannot be verified.
 func gpuModelMatches(want string, reported []string, gpus int) bool {
-	w := normGPU(want)
+	w := wire.NormGPUModel(want)
 	if w == "" {
 		return true
 	}
@@ -22,23 +23,11 @@ func gpuModelMatches(want string, reported []string, gpus int) bool {
 		return false
 	}
 	for _, r := range reported {
-		if !strings.Contains(normGPU(r), w) {
+		if !strings.Contains(wire.NormGPUModel(r), w) {
 			return false
 		}
 	}
 	return true
-}
-
-// normGPU lowercases s, drops spaces, '-' and '_', then a leading "nvidia".
-func normGPU(s string) string {
-	s = strings.Map(func(r rune) rune {
-		switch r {
-		case ' ', '\t', '-', '_':
-			return -1
-		}
-		return r
-	}, strings.ToLower(s))
-	return strings.TrimPrefix(s, "nvidia")
 }
 
 // rayVersionProblem is step 6a: "" when the node's Ray and Python fit the

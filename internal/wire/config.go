@@ -1,6 +1,9 @@
 package wire
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Config is the head's config file (SPEC §8).
 type Config struct {
@@ -108,4 +111,19 @@ type ProviderStatus struct {
 	Halted string     `json:"halted,omitempty"`
 	Detail string     `json:"detail,omitempty"`
 	Until  *time.Time `json:"until,omitempty"` // when renting may resume; nil = until fixed
+}
+
+// NormGPUModel is how a node type's gpu_model and the GPU models a node
+// reports are compared (SPEC §6 step 5): lower case, without spaces, tabs,
+// '-' and '_', then without a leading "nvidia". The config refuses a
+// gpu_model that normalises to nothing; enrollment matches by containment.
+func NormGPUModel(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '\t', '-', '_':
+			return -1
+		}
+		return r
+	}, strings.ToLower(s))
+	return strings.TrimPrefix(s, "nvidia")
 }
