@@ -90,7 +90,7 @@ func printStatus(w io.Writer, cands []wire.Candidate, nodes []wire.Node, now tim
 		if n.LastHeartbeat != nil {
 			hb = age(*n.LastHeartbeat) + " ago"
 		}
-		row(tw, n.InstanceID, n.NodeType, n.PublicIP, n.State, age(n.EnrolledAt), n.Ray.State, strconv.Itoa(n.Ray.Restarts), n.Health, hb)
+		row(tw, n.InstanceID, n.NodeType, n.PublicIP, n.State, age(n.EnrolledAt), rayColumn(n), strconv.Itoa(n.Ray.Restarts), n.Health, hb)
 	}
 	tw.Flush()
 	if m := metrics.Spending(cands, now); m.ClusterDPH > 0 || m.Spend > 0 {
@@ -142,4 +142,13 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// rayColumn is a node's Ray state, and "not joined" while its agent says
+// Ray has not joined within its bound (`head node` shows Ray's last words).
+func rayColumn(n wire.Node) string {
+	if n.Ray.State == wire.RayStarting && n.RayReport != nil && n.RayReport.Event == wire.EventRayNotJoined {
+		return n.Ray.State + " (not joined)"
+	}
+	return n.Ray.State
 }

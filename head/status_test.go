@@ -48,6 +48,25 @@ func TestStatusRestarts(t *testing.T) {
 	}
 }
 
+// TestStatusSaysNotJoined proves the RAY column says a starting node's Ray
+// has not joined once its agent reported so, and only then.
+func TestStatusSaysNotJoined(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	n := wire.Node{InstanceID: "i-1", NodeType: "a100", PublicIP: "203.0.113.7", State: wire.StateEnrolled,
+		EnrolledAt: now, Health: wire.HealthHealthy, Ray: wire.RayStatus{State: wire.RayStarting}}
+	for _, c := range []struct {
+		report *wire.RayReport
+		want   bool
+	}{{nil, false}, {&wire.RayReport{Event: wire.EventRayRestarted}, false}, {&wire.RayReport{Event: wire.EventRayNotJoined, Detail: "GCS unreachable"}, true}} {
+		n.RayReport = c.report
+		var b bytes.Buffer
+		printStatus(&b, nil, []wire.Node{n}, now)
+		if got := strings.Contains(b.String(), "starting (not joined)"); got != c.want {
+			t.Errorf("report %+v: says not joined %v, want %v:\n%s", c.report, got, c.want, b.String())
+		}
+	}
+}
+
 // TestStatusShowsRentingHalted proves `head status` says why the provider
 // rents nothing (vast's daily search quota, with when it resets), inert,
 // and prints nothing about the provider while it rents.

@@ -165,6 +165,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.cfg.Metrics.Report()
 	s.cfg.Log.Info("node report", "instance", id, "event", rep.Event, "detail", rep.Detail)
+	s.cfg.Registry.NoteRayReport(id, rep.Event, rep.Detail)
 	if rep.Event == wire.EventRayCrashloop {
 		s.endCrashloop(id)
 	}

@@ -354,6 +354,31 @@ func TestCrashloopEndsAtOnce(t *testing.T) {
 	}
 }
 
+// TestRayReportKept proves the head keeps a node's last Ray report for
+// `head node` and the admin API: ray_not_joined with Ray's last words, its
+// detail cut to wire.RayReportDetailMax bytes, a later report replacing it.
+func TestRayReportKept(t *testing.T) {
+	p := newPortB(t)
+	c1, _ := p.enroll(t, "i1", "127.0.3.1")
+	if n, _ := p.reg.Node("i1"); n.RayReport != nil {
+		t.Fatalf("a new node has a Ray report: %+v", n.RayReport)
+	}
+	words := "not joined after 2m0s; Ray's last words: " + strings.Repeat("x", 2*wire.RayReportDetailMax)
+	if st, body := p.post(t, "127.0.3.1", &c1, "/report", wire.Report{Version: 2, InstanceID: "i1", Event: wire.EventRayNotJoined, Detail: words}); st != 204 {
+		t.Fatalf("report: %d %s", st, body)
+	}
+	n, _ := p.reg.Node("i1")
+	if r := n.RayReport; r == nil || r.Event != wire.EventRayNotJoined || r.Detail != words[:wire.RayReportDetailMax] || r.At.IsZero() {
+		t.Fatalf("kept report = %+v, want ray_not_joined with its detail cut to %d bytes", r, wire.RayReportDetailMax)
+	}
+	if st, body := p.post(t, "127.0.3.1", &c1, "/report", wire.Report{Version: 2, InstanceID: "i1", Event: wire.EventRayRestarted}); st != 204 {
+		t.Fatalf("report: %d %s", st, body)
+	}
+	if n, _ := p.reg.Node("i1"); n.RayReport == nil || n.RayReport.Event != wire.EventRayRestarted || n.RayReport.Detail != "" {
+		t.Fatalf("after a later report: %+v, want ray_restarted", n.RayReport)
+	}
+}
+
 // TestReplyNamesRunningRayHead proves heartbeat answers name the Ray head
 // that runs now, by its ID, and name none while it is down or starting:
 // a node restarts its Ray when the ID changes, and must not restart it

@@ -3,6 +3,7 @@ package nodeview
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -116,5 +117,23 @@ func TestStoryOfARejectedHost(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("an escape sequence from the host reached the terminal:\n%q", out)
+	}
+}
+
+// TestStoryShowsRayReport proves `head node` shows the node's last Ray
+// report (Ray's last words when it did not join), made inert: the words
+// came from the node.
+func TestStoryShowsRayReport(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	n := wire.Node{InstanceID: "i-1", State: wire.StateEnrolled, Ray: wire.RayStatus{State: wire.RayStarting},
+		RayReport: &wire.RayReport{Event: wire.EventRayNotJoined, Detail: "not joined after 2m0s; Ray's last words: GCS unreachable\x1b[2J", At: now.Add(-time.Minute)}}
+	var b strings.Builder
+	Story{Match: Match{Node: &n}, Now: now}.Print(&b)
+	out := b.String()
+	if !strings.Contains(out, "last ray report") || !strings.Contains(out, "ray_not_joined, 2026-11-30T11:59:00Z (1m0s ago): not joined after 2m0s; Ray's last words: GCS unreachable") {
+		t.Errorf("story lacks the Ray report:\n%s", out)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("an escape sequence from the node reached the terminal:\n%q", out)
 	}
 }

@@ -65,6 +65,9 @@ func (s Story) Print(w io.Writer) {
 		}
 		line("last heartbeat", hb)
 		line("ray", rayLine(n.Ray))
+		if r := n.RayReport; r != nil {
+			line("last ray report", r.Event+", "+s.when(r.At)+prefixed(": ", r.Detail))
+		}
 		line("health", fmt.Sprintf("%s, %d failed polls in a row", n.Health, n.HealthFailures))
 		line("guest api", fmt.Sprintf("%s:%d", n.PublicIP, n.GuestAPIPort))
 	} else {
@@ -153,6 +156,14 @@ func check(name string, c wire.Check) string {
 		return name + " FAILED (" + c.Detail + ")"
 	}
 	return name + " FAILED"
+}
+
+// prefixed is sep+s, or nothing when s is empty.
+func prefixed(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
 }
 
 func dash(s string) string {

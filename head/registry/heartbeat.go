@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"strings"
 	"time"
 
 	"github.com/rayvast/rayvast/internal/wire"
@@ -24,6 +25,20 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat) (string, error) {
 		return wire.ActionStop, nil
 	}
 	return wire.ActionNone, nil
+}
+
+// NoteRayReport keeps a live node's last report of its Ray, its detail cut
+// to wire.RayReportDetailMax bytes, for `head node` and the admin API.
+// Memory only, like heartbeats: after a restart the next report tells.
+func (r *Registry) NoteRayReport(instanceID, event, detail string) {
+	if len(detail) > wire.RayReportDetailMax {
+		detail = strings.ToValidUTF8(detail[:wire.RayReportDetailMax], "")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.nodes[instanceID]; n != nil && n.State != wire.StateEnded {
+		n.RayReport = &wire.RayReport{Event: event, Detail: detail, At: r.cfg.Now().UTC()}
+	}
 }
 
 // Live reports whether a node may use port B: known, not ended, and its

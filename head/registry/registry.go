@@ -331,6 +331,10 @@ func copyNode(n *wire.Node) wire.Node {
 		e := *n.Ray.ExitCode
 		c.Ray.ExitCode = &e
 	}
+	if n.RayReport != nil {
+		r := *n.RayReport
+		c.RayReport = &r
+	}
 	return c
 }
 

@@ -25,4 +25,18 @@ type Node struct {
 	Health         string     `json:"health"`
 	HealthFailures int        `json:"health_failures"`
 	GuestAPIPort   int        `json:"guest_api_port"`
+	// RayReport is the last report the node's agent sent of its Ray
+	// (ray_not_joined with Ray's last words, ray_exited, …), memory only
+	// like heartbeats; absent until one comes. Detail came from the node.
+	RayReport *RayReport `json:"ray_report,omitempty"`
 }
+
+// RayReport is one report of a node's Ray as the head received it.
+type RayReport struct {
+	Event  string    `json:"event"`
+	Detail string    `json:"detail,omitempty"` // cut to RayReportDetailMax bytes
+	At     time.Time `json:"at"`
+}
+
+// RayReportDetailMax bounds the detail kept in Node.RayReport.
+const RayReportDetailMax = 512
