@@ -35,6 +35,8 @@
 //	   means the node joined Ray's cluster ("starting" until then, after
 //	   every restart too); report event ray_not_joined (Ray's last words
 //	   when it did not join within the agent's bound).
+//	   Later, additive: admin API nodes gain ray_report {event, detail,
+//	   at}: the node's last report of its Ray, kept in the head's memory.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
