@@ -23,7 +23,7 @@ type command struct {
 	Nodes  []node  `json:"nodes,omitempty"`
 	CAPEM  string  `json:"ca_pem,omitempty"`
 	HeadA  string  `json:"head_a,omitempty"` // host:port
-	Target string  `json:"target,omitempty"` // host:port of port B or the bare server
+	Target string  `json:"target,omitempty"` // host:port of port B or the bare server; for enroll, port A when empty
 	Rate   float64 `json:"rate,omitempty"`   // heartbeats per second from this worker
 	Secs   float64 `json:"secs,omitempty"`
 }

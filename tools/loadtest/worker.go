@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -56,7 +57,7 @@ func runWorker() int {
 		case "init":
 			res = w.init(cmd)
 		case "enroll":
-			res = w.enroll()
+			res = w.enroll(cmp.Or(cmd.Target, w.headA))
 		case "hb":
 			res = w.heartbeats(cmd.Target, cmd.Rate, time.Duration(cmd.Secs*float64(time.Second)))
 		case "quit":
@@ -121,9 +122,10 @@ func client(ip string, pool *x509.CertPool, cert *tls.Certificate, timeout time.
 		MaxIdleConnsPerHost: 1, IdleConnTimeout: 5 * time.Minute, ForceAttemptHTTP2: false}}
 }
 
-// enroll has every node POST /enroll at once, each retrying a network error
-// or 5xx with the same request as the agent does; listeners close after.
-func (w *worker) enroll() result {
+// enroll has every node POST /enroll to target (port A or the bare
+// server) at once, each retrying a network error or 5xx with the same
+// request as the agent does; listeners close after.
+func (w *worker) enroll(target string) result {
 	var mu sync.Mutex
 	var res result
 	var wg sync.WaitGroup
@@ -134,7 +136,7 @@ func (w *worker) enroll() result {
 			hc := client(s.IP, w.pool, nil, 60*time.Second)
 			var err error
 			for try := 0; try < 5; try++ {
-				if err = s.enrollOnce(hc, "https://"+w.headA+"/enroll", body); err == nil || strings.Contains(err.Error(), "status 4") {
+				if err = s.enrollOnce(hc, "https://"+target+"/enroll", body); err == nil || strings.Contains(err.Error(), "status 4") {
 					break
 				}
 				mu.Lock()

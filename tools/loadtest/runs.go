@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// Targets of issue 26, as head/bare ratios measured in one run.
+const (
+	targetEnrollCPU     = 1.25
+	targetHeartbeatCPU  = 1.25
+	targetStormHeartP99 = 1.5
+)
+
+func run(o options) error {
+	per, err := registryMemory(o.regNodes)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("registry memory: %.0f B per enrolled node (%d nodes, in process, heap after GC)\n", per, o.regNodes)
+	rep := &report{}
+	for i, n := range o.storms {
+		last := i == len(o.storms)-1
+		if err := oneRun(o, i, n, last, rep); err != nil {
+			return err
+		}
+	}
+	rep.write(os.Stdout)
+	return nil
+}
+
+// stormResult is one enrollment storm's figures.
+type stormResult struct {
+	enrolled int
+	wall     time.Duration
+	cpu      time.Duration // the server's, user+system
+}
+
+func (s stormResult) cpuMsEach() float64 {
+	return perEach(float64(s.cpu.Microseconds())/1000, s.enrolled)
+}
+
+// storm has every node of g enroll at target (empty: the head's port A) at
+// once and measures the serving process pid.
+func storm(g *workers, target string, pid int, name string) stormResult {
+	cpu0, _ := cpuTime(pid)
+	t := time.Now()
+	res := g.all(command{Op: "enroll", Target: target})
+	wall := time.Since(t)
+	cpu1, _ := cpuTime(pid)
+	lat, fails := merge(res)
+	s := stormResult{enrolled: len(lat), wall: wall, cpu: cpu1 - cpu0}
+	fmt.Printf("%s: enrolled %d of %d in %v (answers after p10 %v, p50 %v, p90 %v, last %v); failed %d %s; retries %d\n",
+		name, len(lat), g.nodes, wall.Round(time.Millisecond), pct(lat, 10), pct(lat, 50), pct(lat, 90), pct(lat, 100), fails, firstErr(res), retries(res))
+	fmt.Printf("%s: CPU %v = %.2f ms per enrollment\n", name, s.cpu.Round(time.Millisecond), s.cpuMsEach())
+	return s
+}
+
+// oneRun is a fresh head and its bare reference: a storm of n at each,
+// the head's first; the last run then heartbeats.
+func oneRun(o options, idx, n int, withHeartbeats bool, rep *report) error {
+	h, err := startHead(o, idx)
+	if err != nil {
+		return err
+	}
+	defer h.close(o.keep)
+	bare, err := startBare(h)
+	if err != nil {
+		return err
+	}
+	defer bare.close()
+	extra := 0
+	if withHeartbeats {
+		extra = 2 * o.storm2 // one storm with heartbeats to the head, one to the bare server
+	}
+	t0 := time.Now()
+	nodes, err := h.candidates(idx, n+extra)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n== storm of %d: %d candidates created in %v (%.0f/s)\n", n, len(nodes), time.Since(t0).Round(time.Millisecond), float64(len(nodes))/time.Since(t0).Seconds())
+	g1, err := startWorkers(h, nodes[:n], o.perWorker)
+	if err != nil {
+		return err
+	}
+	defer g1.quit()
+	rss0 := rss(h.pid())
+	hs := storm(g1, "", h.pid(), "head")
+	gb, err := startWorkers(h, bareNodes(idx, n+extra, n), o.perWorker)
+	if err != nil {
+		return err
+	}
+	bs := storm(gb, bare.enrollAddr, bare.pid(), "bare")
+	gb.quit()
+	fmt.Println(rep.add(comparison{what: fmt.Sprintf("enrollment CPU, storm of %d", n), head: hs.cpuMsEach(), bare: bs.cpuMsEach(),
+		unit: "ms", target: targetEnrollCPU}))
+	fmt.Println(rep.add(comparison{what: fmt.Sprintf("storm of %d, wall time", n), head: hs.wall.Seconds(), bare: bs.wall.Seconds(), unit: "s"}))
+	if !withHeartbeats {
+		return nil
+	}
+	return heartbeatPhases(o, h, bare, g1, nodes[n:], rss0, rep)
+}
+
+func heartbeatPhases(o options, h *head, bare *bareServer, g1 *workers, later []node, rss0 int64, rep *report) error {
+	warm := command{Op: "hb", Rate: o.rate, Secs: 2}
+	phase := func(name, target string, pid int) ([]int64, time.Duration, int) {
+		w := warm
+		w.Target = target
+		g1.all(w) // handshakes and first requests, not measured
+		c0, _ := cpuTime(pid)
+		res := g1.all(command{Op: "hb", Target: target, Rate: o.rate, Secs: o.secs})
+		c1, _ := cpuTime(pid)
+		lat, fails := merge(res)
+		fmt.Printf("%s: %d heartbeats in %.0f s (%.0f/s), failed %d %s; p50 %v p99 %v; CPU %.1f µs per heartbeat\n",
+			name, len(lat), o.secs, float64(len(lat))/o.secs, fails, firstErr(res), pct(lat, 50), pct(lat, 99),
+			float64((c1-c0).Microseconds())/float64(max(1, len(lat))))
+		return lat, c1 - c0, len(lat)
+	}
+	fmt.Printf("\n== heartbeats at %.0f/s from %d kept-alive mTLS connections\n", o.rate, g1.nodes)
+	hl, hc, hn := phase("head port B", h.portB, h.pid())
+	bl, bc, bn := phase("bare mTLS  ", bare.addr, bare.pid())
+	phase("head again ", h.portB, h.pid()) // order effects: the head right after its storm, then after the bare server
+	hper := perEach(float64(hc.Microseconds()), hn)
+	bper := perEach(float64(bc.Microseconds()), bn)
+	fmt.Printf("ratio head/bare: p50 ×%.2f, p99 ×%.2f\n", ratio(pct(hl, 50), pct(bl, 50)), ratio(pct(hl, 99), pct(bl, 99)))
+	fmt.Println(rep.add(comparison{what: "heartbeat CPU", head: hper, bare: bper, unit: "µs", target: targetHeartbeatCPU}))
+	fmt.Printf("head RSS %.1f KiB per node (registry, kept-alive connection, buffers)\n", float64(rss(h.pid())-rss0)/1024/float64(g1.nodes))
+
+	if len(later) < 2 {
+		return nil
+	}
+	half := len(later) / 2
+	headLat, err := heartbeatsDuringStorm(o, h, g1, later[:half], h.portB, "head")
+	if err != nil {
+		return err
+	}
+	bareLat, err := heartbeatsDuringStorm(o, h, g1, later[half:], bare.addr, "bare mTLS server")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ratio head/bare during a storm: p50 ×%.2f\n", ratio(pct(headLat, 50), pct(bareLat, 50)))
+	fmt.Println(rep.add(comparison{what: fmt.Sprintf("heartbeat p99 while %d enroll at the head", half),
+		head: ms(pct(headLat, 99)), bare: ms(pct(bareLat, 99)), unit: "ms", target: targetStormHeartP99}))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// heartbeatsDuringStorm has the enrolled nodes heartbeat to target while
+// storm's nodes enroll at the head all at once. With the bare server as
+// target, the same storm loads the machine but not the server answering
+// the heartbeats: the reference for what the head adds.
+func heartbeatsDuringStorm(o options, h *head, g1 *workers, storm []node, target, name string) ([]int64, error) {
+	g2, err := startWorkers(h, storm, o.perWorker)
+	if err != nil {
+		return nil, err
+	}
+	defer g2.quit()
+	g1.all(command{Op: "hb", Target: target, Rate: o.rate, Secs: 1}) // connections open before the storm
+	fmt.Printf("\n== heartbeats at %.0f/s to the %s while %d more nodes enroll at the head at once\n", o.rate, name, len(storm))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(time.Second)
+		t := time.Now()
+		r := g2.all(command{Op: "enroll"})
+		lat, fails := merge(r)
+		fmt.Printf("storm: enrolled %d of %d in %v, failed %d %s\n", len(lat), len(storm), time.Since(t).Round(time.Millisecond), fails, firstErr(r))
+	}()
+	res := g1.all(command{Op: "hb", Target: target, Rate: o.rate, Secs: o.secs})
+	lat, fails := merge(res)
+	<-done
+	fmt.Printf("heartbeats during the storm: %d, failed %d %s; p50 %v p99 %v max %v\n", len(lat), fails, firstErr(res), pct(lat, 50), pct(lat, 99), pct(lat, 100))
+	fmt.Printf("heartbeats over %v by second (the storm starts in second 1): %v\n", slowHeartbeat, slowBySecond(res))
+	return lat, nil
+}
