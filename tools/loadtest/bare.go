@@ -29,6 +29,7 @@ func runBare(args []string) int {
 	key := fs.String("key", "", "server key PEM")
 	listen := fs.String("listen", "", "address for heartbeats (mutual TLS, like port B)")
 	listenEnroll := fs.String("listen-enroll", "", "address for enrollments (TLS, like port A)")
+	checks := fs.Int("checks", 64, "port checks at once")
 	if fs.Parse(args) != nil {
 		return 2
 	}
@@ -66,7 +67,7 @@ func runBare(args []string) int {
 		w.Write([]byte(`{"interval_s":30,"action":"none"}` + "\n"))
 	})
 	enr := http.NewServeMux()
-	enr.Handle("POST /enroll", newBareEnroll(issuer))
+	enr.Handle("POST /enroll", newBareEnroll(issuer, *checks))
 	errs := make(chan error, 2)
 	go func() {
 		errs <- bareServe(*listenEnroll, enr, &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12})

@@ -22,16 +22,14 @@ import (
 // spends beyond this is its own overhead.
 type bareEnroll struct {
 	ca *pki.CA
-	// checks caps the port checks at once at the head's own most
-	// (maxPortChecks in head/servestate.go), a fixed semaphore where the
-	// head adapts: a storm of 2,000 would otherwise want 32,000 sockets.
+	// checks caps the port checks at once (--bare-checks), a fixed
+	// semaphore where the head adapts: a storm of 2,000 would otherwise
+	// want 32,000 sockets.
 	checks chan struct{}
 }
 
-const bareMaxChecks = 512
-
-func newBareEnroll(ca *pki.CA) *bareEnroll {
-	return &bareEnroll{ca: ca, checks: make(chan struct{}, bareMaxChecks)}
+func newBareEnroll(ca *pki.CA, checks int) *bareEnroll {
+	return &bareEnroll{ca: ca, checks: make(chan struct{}, max(1, checks))}
 }
 
 func (b *bareEnroll) ServeHTTP(w http.ResponseWriter, r *http.Request) {

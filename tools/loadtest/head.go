@@ -142,7 +142,7 @@ type bareServer struct {
 	cmd              *exec.Cmd
 }
 
-func startBare(h *head) (*bareServer, error) {
+func startBare(h *head, checks int) (*bareServer, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func startBare(h *head) (*bareServer, error) {
 	self, _ := os.Executable()
 	cmd := exec.Command(self, "bare", "--ca", filepath.Join(h.state, "ca.pem"), "--ca-key", filepath.Join(h.state, "ca.key"),
 		"--cert", filepath.Join(h.state, "head.pem"), "--key", filepath.Join(h.state, "head.key"),
-		"--listen", addr, "--listen-enroll", enrollAddr)
+		"--listen", addr, "--listen-enroll", enrollAddr, "--checks", strconv.Itoa(checks))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := start(cmd, h.cpus.server); err != nil {

@@ -65,7 +65,7 @@ func oneRun(o options, idx, n int, withHeartbeats bool, rep *report) error {
 		return err
 	}
 	defer h.close(o.keep)
-	bare, err := startBare(h)
+	bare, err := startBare(h, o.bareChecks)
 	if err != nil {
 		return err
 	}
