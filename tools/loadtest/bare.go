@@ -29,7 +29,7 @@ func runBare(args []string) int {
 	key := fs.String("key", "", "server key PEM")
 	listen := fs.String("listen", "", "address for heartbeats (mutual TLS, like port B)")
 	listenEnroll := fs.String("listen-enroll", "", "address for enrollments (TLS, like port A)")
-	checks := fs.Int("checks", 64, "port checks at once")
+	checks := fs.Int("checks", 16, "port checks at once")
 	if fs.Parse(args) != nil {
 		return 2
 	}

@@ -57,7 +57,7 @@ func main() {
 	flag.Float64Var(&o.rate, "rate", 3333, "heartbeats per second, all nodes together")
 	flag.Float64Var(&o.secs, "secs", 10, "length of each heartbeat phase, seconds")
 	flag.IntVar(&o.perWorker, "per-worker", 150, "nodes per worker process")
-	flag.IntVar(&o.bareChecks, "bare-checks", 64, "port checks at once in the bare enrollment server (the head adapts its own number)")
+	flag.IntVar(&o.bareChecks, "bare-checks", 16, "port checks at once in the bare enrollment server (the head adapts its own number)")
 	flag.IntVar(&o.regNodes, "registry-nodes", 2000, "nodes for the in-process registry memory figure")
 	flag.BoolVar(&o.keep, "keep", false, "keep the state dirs")
 	pin := flag.Bool("pin", false, "pin the head (and the bare server) to CPU 0 and the simulated nodes to the other CPUs, as if the head had its own machine")
