@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestComparisonString(t *testing.T) {
@@ -49,5 +52,19 @@ func TestPerEach(t *testing.T) {
 	}
 	if got := perEach(10, 0); got != 0 {
 		t.Errorf("perEach(10, 0) = %v, want 0", got)
+	}
+}
+
+func TestResultRecord(t *testing.T) {
+	var r result
+	r.record(2500*time.Millisecond, 150*time.Millisecond, nil)
+	r.record(0, time.Millisecond, nil)
+	r.record(0, 0, errors.New("reset"))
+	r.record(0, 0, errors.New("later"))
+	if len(r.Latencies) != 2 || r.Failures != 2 || r.FirstErr != "reset" {
+		t.Errorf("got %d latencies, %d failures, first %q; want 2, 2, reset", len(r.Latencies), r.Failures, r.FirstErr)
+	}
+	if got := slowBySecond([]result{r, r}); !slices.Equal(got, []int{0, 0, 2}) {
+		t.Errorf("slow by second %v, want [0 0 2]", got)
 	}
 }

@@ -147,14 +147,7 @@ func (w *worker) enroll(target string) result {
 			s.lns.Close()
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				res.Failures++
-				if res.FirstErr == "" {
-					res.FirstErr = err.Error()
-				}
-				return
-			}
-			res.Latencies = append(res.Latencies, lat.Microseconds())
+			res.add(lat, err)
 		})
 	}
 	wg.Wait()

@@ -73,8 +73,8 @@ func (w *worker) heartbeats(target, alt string, rate float64, d time.Duration) r
 	return res
 }
 
-// record adds one heartbeat sent at sent (since the phase began).
-func (r *result) record(sent, lat time.Duration, err error) {
+// add counts one request: its latency, or its failure.
+func (r *result) add(lat time.Duration, err error) {
 	if err != nil {
 		r.Failures++
 		if r.FirstErr == "" {
@@ -83,7 +83,12 @@ func (r *result) record(sent, lat time.Duration, err error) {
 		return
 	}
 	r.Latencies = append(r.Latencies, lat.Microseconds())
-	if lat > slowHeartbeat {
+}
+
+// record adds one heartbeat sent at sent (since the phase began).
+func (r *result) record(sent, lat time.Duration, err error) {
+	r.add(lat, err)
+	if err == nil && lat > slowHeartbeat {
 		sec := int(sent / time.Second)
 		for len(r.Slow) <= sec {
 			r.Slow = append(r.Slow, 0)
