@@ -53,7 +53,7 @@ func main() {
 	var storms string
 	flag.StringVar(&o.head, "head", "", "head binary (go build -o /tmp/head ./head)")
 	flag.StringVar(&storms, "storms", "100,1000,2000", "enrollment storm sizes, each against a fresh head; the last one's nodes then heartbeat")
-	flag.IntVar(&o.storm2, "storm-during-heartbeats", 1000, "nodes that enroll at the head at once while the enrolled ones heartbeat, half of them to the head and half to the bare server")
+	flag.IntVar(&o.storm2, "storm-during-heartbeats", 1000, "nodes that enroll at once at the head, and as many at the bare server, while the enrolled ones heartbeat, half of them to the head and half to the bare server")
 	flag.Float64Var(&o.rate, "rate", 3333, "heartbeats per second, all nodes together")
 	flag.Float64Var(&o.secs, "secs", 10, "length of each heartbeat phase, seconds")
 	flag.IntVar(&o.perWorker, "per-worker", 150, "nodes per worker process")
