@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -135,34 +136,59 @@ func (h *head) candidates(run, n int) ([]node, error) {
 	return out, nil
 }
 
-// bare is the reference server process.
+// bareServer is the reference server process: heartbeats on addr,
+// enrollments on enrollAddr.
 type bareServer struct {
-	addr string
-	cmd  *exec.Cmd
+	addr, enrollAddr string
+	cmd              *exec.Cmd
 }
 
-func startBare(h *head) (*bareServer, error) {
+func startBare(h *head, checks int) (*bareServer, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	enrollAddr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	self, _ := os.Executable()
-	cmd := exec.Command(self, "bare", "--ca", filepath.Join(h.state, "ca.pem"), "--cert", filepath.Join(h.state, "head.pem"),
-		"--key", filepath.Join(h.state, "head.key"), "--listen", addr)
+	cmd := exec.Command(self, "bare", "--ca", filepath.Join(h.state, "ca.pem"), "--ca-key", filepath.Join(h.state, "ca.key"),
+		"--cert", filepath.Join(h.state, "head.pem"), "--key", filepath.Join(h.state, "head.key"),
+		"--listen", addr, "--listen-enroll", enrollAddr, "--checks", strconv.Itoa(checks))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := start(cmd, h.cpus.server); err != nil {
 		return nil, err
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return &bareServer{addr: addr, cmd: cmd}, nil
+		if up(addr) && up(enrollAddr) {
+			return &bareServer{addr: addr, enrollAddr: enrollAddr, cmd: cmd}, nil
 		}
 	}
 	cmd.Process.Kill()
 	return nil, fmt.Errorf("bare server did not start")
 }
 
+func up(addr string) bool {
+	c, err := net.Dial("tcp", addr)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
 func (b *bareServer) pid() int { return b.cmd.Process.Pid }
 func (b *bareServer) close()   { b.cmd.Process.Kill(); b.cmd.Wait() }
+
+// bareNodes are n simulated nodes for a storm at the bare server, after
+// the head's from in run's address range: no candidate behind them (the
+// bare server checks no token), a token of the right length for Validate.
+func bareNodes(run, from, n int) []node {
+	out := make([]node, n)
+	for i := range out {
+		inst := "bare-" + strconv.Itoa(run) + "-" + strconv.Itoa(i)
+		out[i] = node{Instance: inst, IP: nodeIP(run, from+i), Token: strings.Repeat("b", wire.JoinTokenLen)}
+	}
+	return out
+}

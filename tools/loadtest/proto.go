@@ -23,7 +23,8 @@ type command struct {
 	Nodes  []node  `json:"nodes,omitempty"`
 	CAPEM  string  `json:"ca_pem,omitempty"`
 	HeadA  string  `json:"head_a,omitempty"` // host:port
-	Target string  `json:"target,omitempty"` // host:port of port B or the bare server
+	Target string  `json:"target,omitempty"` // host:port of port B or the bare server; for enroll, port A when empty
+	Alt    string  `json:"alt,omitempty"`    // hb: every other node heartbeats here instead
 	Rate   float64 `json:"rate,omitempty"`   // heartbeats per second from this worker
 	Secs   float64 `json:"secs,omitempty"`
 }
@@ -37,6 +38,8 @@ type result struct {
 	Failures int    `json:"failures"`
 	Retries  int    `json:"retries"`
 	FirstErr string `json:"first_err,omitempty"`
+	// Alt is the figures of the nodes that heartbeat to command.Alt.
+	Alt *result `json:"alt,omitempty"`
 }
 
 type lineConn struct {

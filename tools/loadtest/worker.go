@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"cmp"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -56,9 +56,9 @@ func runWorker() int {
 		case "init":
 			res = w.init(cmd)
 		case "enroll":
-			res = w.enroll()
+			res = w.enroll(cmp.Or(cmd.Target, w.headA))
 		case "hb":
-			res = w.heartbeats(cmd.Target, cmd.Rate, time.Duration(cmd.Secs*float64(time.Second)))
+			res = w.heartbeats(cmd.Target, cmd.Alt, cmd.Rate, time.Duration(cmd.Secs*float64(time.Second)))
 		case "quit":
 			return 0
 		default:
@@ -121,9 +121,10 @@ func client(ip string, pool *x509.CertPool, cert *tls.Certificate, timeout time.
 		MaxIdleConnsPerHost: 1, IdleConnTimeout: 5 * time.Minute, ForceAttemptHTTP2: false}}
 }
 
-// enroll has every node POST /enroll at once, each retrying a network error
-// or 5xx with the same request as the agent does; listeners close after.
-func (w *worker) enroll() result {
+// enroll has every node POST /enroll to target (port A or the bare
+// server) at once, each retrying a network error or 5xx with the same
+// request as the agent does; listeners close after.
+func (w *worker) enroll(target string) result {
 	var mu sync.Mutex
 	var res result
 	var wg sync.WaitGroup
@@ -134,7 +135,7 @@ func (w *worker) enroll() result {
 			hc := client(s.IP, w.pool, nil, 60*time.Second)
 			var err error
 			for try := 0; try < 5; try++ {
-				if err = s.enrollOnce(hc, "https://"+w.headA+"/enroll", body); err == nil || strings.Contains(err.Error(), "status 4") {
+				if err = s.enrollOnce(hc, "https://"+target+"/enroll", body); err == nil || strings.Contains(err.Error(), "status 4") {
 					break
 				}
 				mu.Lock()
@@ -146,14 +147,7 @@ func (w *worker) enroll() result {
 			s.lns.Close()
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				res.Failures++
-				if res.FirstErr == "" {
-					res.FirstErr = err.Error()
-				}
-				return
-			}
-			res.Latencies = append(res.Latencies, lat.Microseconds())
+			res.add(lat, err)
 		})
 	}
 	wg.Wait()
@@ -180,88 +174,4 @@ func (s *simNode) enrollOnce(hc *http.Client, url string, body []byte) error {
 	}
 	s.cert = cert
 	return nil
-}
-
-// heartbeats sends rate heartbeats per second, spread over the enrolled
-// nodes, each on its own kept-alive connection to target, for d.
-func (w *worker) heartbeats(target string, rate float64, d time.Duration) result {
-	var live []*simNode
-	for _, s := range w.nodes {
-		if s.cert.Certificate != nil {
-			live = append(live, s)
-		}
-	}
-	if len(live) == 0 || rate <= 0 {
-		return result{Err: "no enrolled nodes"}
-	}
-	var mu sync.Mutex
-	var res result
-	period := time.Duration(float64(len(live)) / rate * float64(time.Second))
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, s := range live {
-		hc := s.hb[target]
-		if hc == nil {
-			hc = client(s.IP, w.pool, &s.cert, 15*time.Second)
-			if s.hb == nil {
-				s.hb = map[string]*http.Client{}
-			}
-			s.hb[target] = hc
-		}
-		wg.Go(func() {
-			// Stagger the nodes over one period so the rate is even.
-			t := time.NewTimer(period * time.Duration(i) / time.Duration(len(live)))
-			defer t.Stop()
-			for seq := int64(1); ; seq++ {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				t.Reset(period)
-				sent := time.Since(start)
-				lat, err := heartbeat(hc, "https://"+target+"/heartbeat", s.Instance, seq)
-				mu.Lock()
-				if err == nil && lat > slowHeartbeat {
-					sec := int(sent / time.Second)
-					for len(res.Slow) <= sec {
-						res.Slow = append(res.Slow, 0)
-					}
-					res.Slow[sec]++
-				}
-				if err != nil {
-					res.Failures++
-					if res.FirstErr == "" {
-						res.FirstErr = err.Error()
-					}
-				} else {
-					res.Latencies = append(res.Latencies, lat.Microseconds())
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return res
-}
-
-// slowHeartbeat is the latency counted in result.Slow.
-const slowHeartbeat = 100 * time.Millisecond
-
-func heartbeat(hc *http.Client, url, inst string, seq int64) (time.Duration, error) {
-	body, _ := json.Marshal(wire.Heartbeat{Version: wire.Version, InstanceID: inst, Seq: seq,
-		Ray: wire.RayStatus{State: wire.RayRunning, PID: 42}})
-	start := time.Now()
-	resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return 0, fmt.Errorf("heartbeat: %d %s", resp.StatusCode, b)
-	}
-	return time.Since(start), nil
 }
