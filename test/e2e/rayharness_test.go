@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -92,13 +93,16 @@ func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers in
 	t.Helper()
 	image, python := rayImage(t, version)
 	name := fmt.Sprintf("%sray-%d", clusterPrefix, time.Now().UnixNano()%1e6)
+	// The GCS and ports A and B: three different free ports (picked one by
+	// one they once came out the same, and the Ray head never started).
+	ports := freePorts(t, 3)
 	c := &rayCluster{t: t, name: name, dir: t.TempDir(), python: python, out: &rvtest.Buffer{}, done: make(chan error, 1),
 		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
 	cfg := map[string]any{
 		"cluster": name,
 		// Ray's GCS binds all addresses: a port of its own per cluster, so
 		// two clusters on this machine (tests run at once) do not meet.
-		"ray": map[string]any{"head_address": c.headIP + ":" + gcsPort(t), "version": version},
+		"ray": map[string]any{"head_address": c.headIP + ":" + ports[0], "version": version},
 		"node_types": map[string]any{safeType: map[string]any{"gpus": 0, "min_workers": minWorkers, "max_workers": maxWorkers,
 			"resources": map[string]any{}, "labels": map[string]any{"e2e": "real-ray"}}},
 		"guest_api":            map[string]any{"anonymous_scopes": []string{"guest:health"}},
@@ -120,7 +124,7 @@ func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers in
 	// whatever the destination address (head/firewall matches dport only).
 	args := append([]string{"up", "--config", c.cfgPath, "--python", python, "--agent", suite.agent,
 		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
-		"--listen-a", c.headIP + ":" + gcsPort(t), "--listen-b", c.headIP + ":" + gcsPort(t)}, upArgs...)
+		"--listen-a", c.headIP + ":" + ports[1], "--listen-b", c.headIP + ":" + ports[2]}, upArgs...)
 	c.cmd = exec.Command(suite.head, args...)
 	c.cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
@@ -246,19 +250,25 @@ func procsOf(t testing.TB, containerID string) map[int]string {
 	return out
 }
 
-// gcsPort is a free port for a Ray head's GCS, which binds every address:
-// from 6400–7999, clear of Ray's other defaults (dashboard 8265, worker
-// ports 10002–19999, which a GCS port may not fall in) and of the kernel's
-// ephemeral range.
-func gcsPort(t testing.TB) string {
+// freePorts are n different free ports, for a Ray head's GCS (which binds
+// every address) and the head's own: from 6400–7999, clear of Ray's other
+// defaults (dashboard 8265, worker ports 10002–19999, which a GCS port may
+// not fall in) and of the kernel's ephemeral range.
+func freePorts(t testing.TB, n int) []string {
 	t.Helper()
-	for range 200 {
-		p := 6400 + rand.IntN(1600)
-		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p)); err == nil {
+	var out []string
+	for range 200 * n {
+		p := fmt.Sprint(6400 + rand.IntN(1600))
+		if slices.Contains(out, p) {
+			continue
+		}
+		if l, err := net.Listen("tcp", ":"+p); err == nil {
 			l.Close()
-			return fmt.Sprint(p)
+			if out = append(out, p); len(out) == n {
+				return out
+			}
 		}
 	}
-	t.Fatal("no free port in 6400-7999 for the Ray head")
-	return ""
+	t.Fatalf("no %d free ports in 6400-7999 for the Ray head and the head", n)
+	return nil
 }
