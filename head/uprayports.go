@@ -20,17 +20,18 @@ func firewallOn(f serveFlags) bool {
 }
 
 // rayHeadListeners lists what the Ray head of the state dir listens on:
-// the supervised process and its descendants (gcs_server, raylet, the
-// dashboard and its agent, workers), read from /proc.
-func rayHeadListeners(stateDir string) ([]listenports.Listener, error) {
+// the supervised process (pid) and its descendants (gcs_server, raylet,
+// the dashboard and its agent, workers), read from /proc.
+func rayHeadListeners(stateDir string) (pid int, ls []listenports.Listener, err error) {
 	st, ok, err := rayhead.ReadStatus(stateDir)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if !ok || st.PID <= 0 {
-		return nil, errors.New("ray head not running")
+		return 0, nil, errors.New("ray head not running")
 	}
-	return listenports.Of("/", st.PID)
+	ls, err = listenports.Of("/", st.PID)
+	return st.PID, ls, err
 }
 
 // rayHeadPorts is the firewall's source of the Ray head's ports: those it
@@ -42,19 +43,12 @@ func rayHeadPorts(stateDir string) func() ([]int, error) {
 	var pid int
 	seen := map[int]bool{}
 	return func() ([]int, error) {
-		st, ok, err := rayhead.ReadStatus(stateDir)
+		now, ls, err := rayHeadListeners(stateDir)
 		if err != nil {
 			return nil, err
 		}
-		if !ok || st.PID <= 0 {
-			return nil, errors.New("ray head not running")
-		}
-		ls, err := listenports.Of("/", st.PID)
-		if err != nil {
-			return nil, err
-		}
-		if st.PID != pid {
-			pid, seen = st.PID, map[int]bool{}
+		if now != pid {
+			pid, seen = now, map[int]bool{}
 		}
 		for _, p := range listenports.ExposedPorts(ls) {
 			seen[p] = true
@@ -81,7 +75,7 @@ func sayPublicRayPorts(ctx context.Context, stateDir string, p *progress, settle
 			return
 		case <-time.After(settle / 5):
 		}
-		ls, err := rayHeadListeners(stateDir)
+		_, ls, err := rayHeadListeners(stateDir)
 		if err != nil {
 			continue
 		}

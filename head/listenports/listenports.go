@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -45,24 +46,41 @@ func Of(root string, pid int) ([]Listener, error) {
 			byInode[ino] = p
 		}
 	}
+	socks, err := Namespace(root, pid)
+	if err != nil {
+		return nil, err
+	}
 	var out []Listener
+	for ino, ap := range socks {
+		if p, ok := byInode[ino]; ok {
+			out = append(out, Listener{Addr: ap, PID: p})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr.Compare(out[j].Addr) < 0 })
+	return out, nil
+}
+
+// Namespace lists the listening TCP sockets of pid's network namespace,
+// whoever holds them, by socket inode: /proc/PID/net/tcp and tcp6 under
+// root (default "/"). A file that cannot be opened (no IPv6, or the
+// process just ended) adds nothing.
+func Namespace(root string, pid int) (map[uint64]netip.AddrPort, error) {
+	if root == "" {
+		root = "/"
+	}
+	out := map[uint64]netip.AddrPort{}
 	for _, name := range []string{"tcp", "tcp6"} {
 		f, err := os.Open(filepath.Join(root, "proc", strconv.Itoa(pid), "net", name))
 		if err != nil {
-			continue // no IPv6, or the process just ended
+			continue
 		}
 		ls, err := ParseTCP(f)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("listen ports of %d: %w", pid, err)
 		}
-		for ino, ap := range ls {
-			if p, ok := byInode[ino]; ok {
-				out = append(out, Listener{Addr: ap, PID: p})
-			}
-		}
+		maps.Copy(out, ls)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Addr.Compare(out[j].Addr) < 0 })
 	return out, nil
 }
 

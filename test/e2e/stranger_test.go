@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -241,33 +243,18 @@ func (c *rayCluster) headTargets(t *testing.T) (out []target, rayClient string) 
 	}
 	head := netip.MustParseAddr(c.headIP)
 	seen := map[int]bool{}
-	for _, name := range []string{"tcp", "tcp6"} {
-		f, err := os.Open("/proc/self/net/" + name)
-		if err != nil {
+	// By address: IPv4 before IPv6, so 0.0.0.0:P names port P before [::]:P.
+	for _, a := range containerListeners(t, os.Getpid()) {
+		ip := a.Addr().Unmap()
+		if (!ip.IsUnspecified() && ip != head) || seen[int(a.Port())] {
 			continue
 		}
-		ls, err := listenports.ParseTCP(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
+		seen[int(a.Port())] = true
+		role, ours := owner[a]
+		if !ours {
+			role = "other: not the cluster's"
 		}
-		var addrs []netip.AddrPort
-		for _, a := range ls {
-			addrs = append(addrs, a)
-		}
-		sort.Slice(addrs, func(i, j int) bool { return addrs[i].Compare(addrs[j]) < 0 })
-		for _, a := range addrs {
-			ip := a.Addr().Unmap()
-			if (!ip.IsUnspecified() && ip != head) || seen[int(a.Port())] {
-				continue
-			}
-			seen[int(a.Port())] = true
-			role, ours := owner[a]
-			if !ours {
-				role = "other: not the cluster's"
-			}
-			out = append(out, target{addr: net.JoinHostPort(c.headIP, strconv.Itoa(int(a.Port()))), role: role, connectOnly: !ours})
-		}
+		out = append(out, target{addr: net.JoinHostPort(c.headIP, strconv.Itoa(int(a.Port()))), role: role, connectOnly: !ours})
 	}
 	return out, rayClient
 }
@@ -543,25 +530,16 @@ func dialable(a netip.AddrPort) string {
 	return a.String()
 }
 
-// containerListeners lists the TCP listeners of a container's namespace.
+// containerListeners lists the TCP listeners of the network namespace of
+// pid (a container's, or this process's), by address.
 func containerListeners(t *testing.T, pid int) []netip.AddrPort {
 	t.Helper()
-	var out []netip.AddrPort
-	for _, name := range []string{"tcp", "tcp6"} {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, name))
-		if err != nil {
-			continue
-		}
-		ls, err := listenports.ParseTCP(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range ls {
-			out = append(out, a)
-		}
+	socks, err := listenports.Namespace("/", pid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Compare(out[j]) < 0 })
+	out := slices.Collect(maps.Values(socks))
+	slices.SortFunc(out, netip.AddrPort.Compare)
 	return out
 }
 
