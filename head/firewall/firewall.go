@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"regexp"
@@ -174,18 +175,7 @@ func (f *Firewall) Sync(ips []string) error {
 	if strings.Join(all, ",") == strings.Join(f.allowed, ",") {
 		return nil
 	}
-	t := f.cfg.Table
-	var b strings.Builder
-	fmt.Fprintf(&b, "flush set inet %s allowed4\nflush set inet %s allowed6\n", t, t)
-	if len(v4) > 0 {
-		fmt.Fprintf(&b, "add element inet %s allowed4 { %s }\n", t, strings.Join(v4, ", "))
-	}
-	if len(v6) > 0 {
-		fmt.Fprintf(&b, "add element inet %s allowed6 { %s }\n", t, strings.Join(v6, ", "))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := f.cfg.Nft(ctx, b.String()); err != nil {
+	if err := f.replaceSets(map[string][]string{"allowed4": v4, "allowed6": v6}); err != nil {
 		return fmt.Errorf("firewall: sync: %w", err)
 	}
 	added, removed := diff(f.allowed, all)
@@ -214,24 +204,35 @@ func (f *Firewall) SyncPorts(ports []int) error {
 	if slices.Equal(ps, f.rayPorts) {
 		return nil
 	}
-	t := f.cfg.Table
-	var b strings.Builder
-	fmt.Fprintf(&b, "flush set inet %s rayports\n", t)
-	if len(ps) > 0 {
-		s := make([]string, len(ps))
-		for i, p := range ps {
-			s[i] = strconv.Itoa(p)
-		}
-		fmt.Fprintf(&b, "add element inet %s rayports { %s }\n", t, strings.Join(s, ", "))
+	elems := make([]string, len(ps))
+	for i, p := range ps {
+		elems[i] = strconv.Itoa(p)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := f.cfg.Nft(ctx, b.String()); err != nil {
+	if err := f.replaceSets(map[string][]string{"rayports": elems}); err != nil {
 		return fmt.Errorf("firewall: sync ray ports: %w", err)
 	}
 	f.rayPorts = ps
 	f.cfg.Log.Info("firewall: Ray head ports guarded", "ports", ps)
 	return nil
+}
+
+// replaceSets makes each named set of the table hold exactly its
+// elements, in one nft transaction (flush, then add). The caller holds mu.
+func (f *Firewall) replaceSets(sets map[string][]string) error {
+	t := f.cfg.Table
+	var b strings.Builder
+	names := slices.Sorted(maps.Keys(sets))
+	for _, name := range names {
+		fmt.Fprintf(&b, "flush set inet %s %s\n", t, name)
+	}
+	for _, name := range names {
+		if elems := sets[name]; len(elems) > 0 {
+			fmt.Fprintf(&b, "add element inet %s %s { %s }\n", t, name, strings.Join(elems, ", "))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return f.cfg.Nft(ctx, b.String())
 }
 
 // RayPorts returns the Ray head ports the rayports set holds.
