@@ -81,3 +81,26 @@ func TestReadmeLayoutParse(t *testing.T) {
 		t.Errorf("rows = %q, want a/b,.", got)
 	}
 }
+
+// TestNoTrackedBinaries keeps build output out of the repository: no file
+// git tracks starts with the ELF magic (a compiled loadtest binary of 11.8
+// MB was once committed at the root). The placeholder agent in
+// head/agentbin is text, and the shim's native libraries are ignored.
+func TestNoTrackedBinaries(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		f, err := os.Open(name)
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		magic := make([]byte, 4)
+		n, _ := f.Read(magic)
+		f.Close()
+		if n == 4 && string(magic) == "\x7fELF" {
+			t.Errorf("%s is an ELF binary tracked by git: build output belongs in .gitignore", name)
+		}
+	}
+}
