@@ -60,6 +60,7 @@ func (s *Server) bundle(req *wire.EnrollRequest, c wire.Candidate) (wire.EnrollR
 		},
 		GuestAPI:  wire.GuestAPIGrant{Port: ports.GuestAPI, GuestAPIPolicy: b.GuestAPI},
 		Heartbeat: wire.HeartbeatParams{Port: b.PortB, IntervalS: b.IntervalS},
+		Mesh:      &wire.MeshGrant{Port: ports.Mesh},
 	}
 	return resp, is.Serial, nil
 }
@@ -80,18 +81,18 @@ func numCPUs(nt wire.NodeType, workers int) int {
 type Ports struct {
 	NodeManager, ObjectManager, RuntimeEnvAgent int
 	DashboardAgentGRPC, DashboardAgentListen    int
-	MetricsExport, GuestAPI                     int
+	MetricsExport, GuestAPI, Mesh               int
 	Workers                                     []int
 }
 
-// AssignPorts gives the lowest seven of the (validated, distinct) ports to
-// Ray's fixed services and the guest API, the rest to Ray workers.
+// AssignPorts gives the lowest eight of the (validated, distinct) ports to
+// Ray's fixed services, the guest API and the mesh, the rest to Ray workers.
 func AssignPorts(in []int) Ports {
 	p := slices.Clone(in)
 	slices.Sort(p)
 	return Ports{
 		NodeManager: p[0], ObjectManager: p[1], RuntimeEnvAgent: p[2],
 		DashboardAgentGRPC: p[3], DashboardAgentListen: p[4],
-		MetricsExport: p[5], GuestAPI: p[6], Workers: p[7:],
+		MetricsExport: p[5], GuestAPI: p[6], Mesh: p[7], Workers: p[8:],
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rayvast/rayvast/head/blocklist"
@@ -193,7 +194,8 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 		m.Enrollment(metrics.OutcomeError)
 		return err
 	}
-	if _, err := s.cfg.Registry.Complete(cl, registry.Enrolled{Serial: serial, GuestAPIPort: resp.GuestAPI.Port}); err != nil {
+	if _, err := s.cfg.Registry.Complete(cl, registry.Enrolled{Serial: serial, GuestAPIPort: resp.GuestAPI.Port,
+		MeshPort: resp.Mesh.Port, Ports: slices.Sorted(slices.Values(req.Ports))}); err != nil {
 		m.Enrollment(metrics.OutcomeError)
 		if errors.Is(err, registry.ErrConflict) {
 			e := *refused

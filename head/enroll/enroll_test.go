@@ -168,20 +168,20 @@ func TestEnrollSuccess(t *testing.T) {
 	r := resp.Ray
 	used := map[int]bool{}
 	for _, p := range append([]int{r.NodeManagerPort, r.ObjectManagerPort, r.RuntimeEnvAgentPort, r.DashboardAgentGRPCPort,
-		r.DashboardAgentListenPort, r.MetricsExportPort, resp.GuestAPI.Port}, r.WorkerPorts...) {
+		r.DashboardAgentListenPort, r.MetricsExportPort, resp.GuestAPI.Port, resp.Mesh.Port}, r.WorkerPorts...) {
 		used[p] = true
 	}
 	for _, p := range a.Ports {
 		delete(used, p)
 	}
-	if len(used) != 0 || len(r.WorkerPorts) != 57 {
+	if len(used) != 0 || len(r.WorkerPorts) != 56 {
 		t.Errorf("ports not all from the candidate's 64 or not distinct: extra %v, %d workers", used, len(r.WorkerPorts))
 	}
 	if r.NumGPUs != 1 || r.Resources["a100"] != 1 || r.Labels["zone"] != "x" || r.NodeIPAddress != "127.0.0.5" {
 		t.Errorf("ray params %+v", r)
 	}
-	if resp.CandidateID != c.CandidateID || resp.NodeType != "gpu1" || r.NodeName != "inst-ok" || r.NumCPUs != 57-4 {
-		t.Errorf("bundle identity: candidate_id %q node_type %q node_name %q num_cpus %d; want %q gpu1 inst-ok 53",
+	if resp.CandidateID != c.CandidateID || resp.NodeType != "gpu1" || r.NodeName != "inst-ok" || r.NumCPUs != 56-4 {
+		t.Errorf("bundle identity: candidate_id %q node_type %q node_name %q num_cpus %d; want %q gpu1 inst-ok 52",
 			resp.CandidateID, resp.NodeType, r.NodeName, r.NumCPUs, c.CandidateID)
 	}
 	if resp.Heartbeat.Port != 8444 || resp.Heartbeat.IntervalS != 30 {

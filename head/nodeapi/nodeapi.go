@@ -45,6 +45,7 @@ type Server struct {
 	mu     sync.Mutex
 	tokens map[string]secret.String // latest health token per instance, memory only
 	v      verdicts                 // chain verdicts by connection (verify.go)
+	mesh   *meshCache               // the last mesh membership built (mesh.go)
 }
 
 // New returns a Server; Metrics, Log and Now default when nil.
@@ -143,6 +144,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		if id, ok := s.cfg.RayHead(); ok {
 			reply.RayHead = &wire.RayHeadRun{ID: id}
 		}
+	}
+	if m := s.meshMembers(); m.Version != hb.MeshVersion {
+		reply.Mesh = &m
 	}
 	answer.JSON(w, http.StatusOK, reply)
 	return nil

@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/rayvast/rayvast/internal/secret"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -133,6 +134,8 @@ func (r *Registry) TakeSlot(cl *Claim, max int) bool {
 type Enrolled struct {
 	Serial       string
 	GuestAPIPort int
+	MeshPort     int   // the mesh's port of the 64 (0: none)
+	Ports        []int // the node's 64, sorted
 }
 
 // Complete turns a claimed candidate into a node with the serial of its
@@ -156,6 +159,7 @@ func (r *Registry) Complete(cl *Claim, e Enrolled) (wire.Node, error) {
 		InstanceID: c.InstanceID, CandidateID: id, NodeType: c.NodeType,
 		PublicIP: c.PublicIP, HostID: c.HostID, State: wire.StateEnrolled,
 		Serial: e.Serial, EnrolledAt: now, Health: wire.HealthUnknown, GuestAPIPort: e.GuestAPIPort,
+		MeshPort: e.MeshPort, Ports: slices.Clone(e.Ports),
 	}
 	sr := IssuedSerial{InstanceID: n.InstanceID, Serial: e.Serial, IssuedAt: now}
 	err := r.commit("complete", func(w writer) error {

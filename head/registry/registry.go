@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -323,6 +324,7 @@ func (r *Registry) Node(instanceID string) (wire.Node, bool) {
 
 func copyNode(n *wire.Node) wire.Node {
 	c := *n
+	c.Ports = slices.Clone(n.Ports)
 	if n.LastHeartbeat != nil {
 		t := *n.LastHeartbeat
 		c.LastHeartbeat = &t

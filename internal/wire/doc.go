@@ -37,6 +37,12 @@
 //	   when it did not join within the agent's bound).
 //	   Later, additive: admin API nodes gain ray_report {event, detail,
 //	   at}: the node's last report of its Ray, kept in the head's memory.
+//	   Later, additive (issue 30, the mesh): the bundle gains mesh {port},
+//	   the eighth-lowest of the 64 (worker ports start at the ninth); the
+//	   heartbeat gains mesh_version and its reply mesh {version, peers:
+//	   [{instance_id, public_ip, mesh_port, ports}]} when the membership
+//	   changed; admin API nodes gain mesh_port and ports. Mesh wire:
+//	   agent/mesh's package comment.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

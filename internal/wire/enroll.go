@@ -154,6 +154,8 @@ type EnrollResponse struct {
 	Ray          RayParams       `json:"ray"`
 	GuestAPI     GuestAPIGrant   `json:"guest_api"`
 	Heartbeat    HeartbeatParams `json:"heartbeat"`
+	// Mesh is absent from a head that carries no collective traffic.
+	Mesh *MeshGrant `json:"mesh,omitempty"`
 }
 
 // Shim is a Python file put first on Ray's PYTHONPATH.

@@ -22,6 +22,9 @@ type Heartbeat struct {
 	Seq         int64     `json:"seq"`
 	Ray         RayStatus `json:"ray"`
 	HealthToken string    `json:"health_token"` // bearer token for guest:health
+	// MeshVersion is the version of the mesh membership the node holds
+	// ("" none yet): the reply carries the membership only when it changed.
+	MeshVersion string `json:"mesh_version,omitempty"`
 }
 
 // RayStatus is what the supervisor knows of Ray.
@@ -41,6 +44,9 @@ type HeartbeatReply struct {
 	// Ray head no longer named, or named with another ID, restarts its Ray
 	// at once (version 2, later; see the protocol history).
 	RayHead *RayHeadRun `json:"ray_head,omitempty"`
+	// Mesh is the cluster's membership when it differs from the version
+	// the heartbeat named; absent when unchanged.
+	Mesh *MeshMembers `json:"mesh,omitempty"`
 }
 
 // RayHeadRun names one run of the cluster's Ray head.

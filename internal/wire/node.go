@@ -25,6 +25,10 @@ type Node struct {
 	Health         string     `json:"health"`
 	HealthFailures int        `json:"health_failures"`
 	GuestAPIPort   int        `json:"guest_api_port"`
+	// MeshPort and Ports are the node's mesh port and its 64 (recorded
+	// at enrollment; absent for nodes enrolled before the mesh).
+	MeshPort int   `json:"mesh_port,omitempty"`
+	Ports    []int `json:"ports,omitempty"`
 	// RayReport is the last report the node's agent sent of its Ray
 	// (ray_not_joined with Ray's last words, ray_exited, …), memory only
 	// like heartbeats; absent until one comes. Detail came from the node.
