@@ -1,0 +1,66 @@
+package mesh
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// copyBuf is the size of each direction's copy buffer: large enough that a
+// bulk all_reduce moves in few reads, small enough for many streams.
+const copyBuf = 256 << 10
+
+var bufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
+
+// stream is a local connection and its far end, copied both ways.
+type stream struct {
+	peer      string
+	a, b      net.Conn // a: the local side, b: the TLS stream
+	closeOnce sync.Once
+}
+
+// close ends both sides at once (a reset, a cut member, the agent stopping).
+func (s *stream) close() {
+	s.closeOnce.Do(func() {
+		s.a.Close()
+		s.b.Close()
+	})
+}
+
+// run copies both ways until both directions ended. A clean end of one
+// direction (EOF) is passed on as a half-close, so a process that shuts
+// down writing is seen so on the other node; an error (a reset, a killed
+// process) closes both sides, so the other side's process gets its error
+// at once rather than waiting for a timeout.
+func (s *stream) run() {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.pipe(s.b, s.a) }()
+	go func() { defer wg.Done(); s.pipe(s.a, s.b) }()
+	wg.Wait()
+	s.close()
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// onlyReader and onlyWriter hide ReadFrom/WriteTo, so the copy uses the
+// pooled buffer instead of a 32 KiB one of its own.
+type onlyReader struct{ io.Reader }
+type onlyWriter struct{ io.Writer }
+
+func (s *stream) pipe(dst, src net.Conn) {
+	bp := bufs.Get().(*[]byte)
+	_, err := io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
+	bufs.Put(bp)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		s.close()
+		return
+	}
+	if cw, ok := dst.(closeWriter); ok && err == nil {
+		if cw.CloseWrite() == nil {
+			return
+		}
+	}
+	s.close()
+}
