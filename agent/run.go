@@ -90,6 +90,7 @@ type agent struct {
 	portKey    []byte
 	ca         *x509.Certificate
 	headA      netip.AddrPort
+	meshAddr   string // the mesh's loopback address for the shim ("" none)
 }
 
 func newAgent(cfg envconfig.Config, stderr io.Writer) *agent {

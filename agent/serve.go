@@ -18,6 +18,7 @@ import (
 	"github.com/rayvast/rayvast/agent/bundle"
 	"github.com/rayvast/rayvast/agent/guestapi"
 	"github.com/rayvast/rayvast/agent/heartbeat"
+	"github.com/rayvast/rayvast/agent/mesh"
 	"github.com/rayvast/rayvast/agent/raylaunch"
 	"github.com/rayvast/rayvast/agent/supervise"
 	"github.com/rayvast/rayvast/internal/guestauth"
@@ -36,6 +37,8 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 		return 1
 	}
 	hc, portB := a.headClient(b)
+	m, meshAddr := a.startMesh(b)
+	a.meshAddr = meshAddr
 	sup := supervise.New(supervise.Config{Log: a.log})
 	reports := newReportQueue(func(event, detail string) { a.report(hc, portB, b, event, detail) }, a.log)
 	ray := newRayLoop(sup, restartPolicy(a.cfg.Restart), func(joined func()) (*exec.Cmd, func(), error) {
@@ -68,13 +71,13 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 	default:
 	}
 	signal.Stop(sigs)
-	return a.watch(sup, ray, reports, hc, portB, b)
+	return a.watch(sup, ray, reports, hc, portB, b, m)
 }
 
 // watch heartbeats while Ray runs (restarted by the loop when it exits on
 // its own), reports signals and Ray's end, and returns the exit code once
 // Ray is gone for good.
-func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQueue, hc *http.Client, portB string, b *bundle.Bundle) int {
+func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQueue, hc *http.Client, portB string, b *bundle.Bundle, m *mesh.Mesh) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -88,10 +91,15 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 			}
 		}
 	}()
+	var hm heartbeat.Mesh // a nil *mesh.Mesh must stay a nil interface
+	if m != nil {
+		hm = m
+	}
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
 		_ = heartbeat.Run(ctx, heartbeat.Config{
+			Mesh:   hm,
 			Client: hc, BaseURL: portB, InstanceID: b.InstanceID, Interval: b.HeartbeatInterval(),
 			Status: ray.Status,
 			HealthToken: func(now time.Time) string {
@@ -136,7 +144,8 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths, joined func()) (cmd
 		Python: a.cfg.Python, Ray: b.Ray, NumCPUs: cpus, TempDir: tmp,
 		CandidateID: b.CandidateID, NodeType: b.NodeType,
 		NodeCert: p.NodeCert, NodeKey: p.NodeKey, CACert: p.CACert, ClusterTokenPath: p.ClusterToken, ShimDir: p.ShimDir,
-		Env: os.Environ(), Secrets: a.secrets(b),
+		MeshAddr: a.meshAddr,
+		Env:      os.Environ(), Secrets: a.secrets(b),
 	})
 	path, err := exec.LookPath(argv[0])
 	if err != nil {

@@ -40,6 +40,7 @@ type Bundle struct {
 	Ray          wire.RayParams
 	GuestAPI     wire.GuestAPIGrant
 	Heartbeat    wire.HeartbeatParams
+	MeshPort     int // the mesh's port of the 64; 0: the head carries no mesh
 }
 
 // Secrets are the bundle's secrets, for scrubbing copies of them out of
@@ -79,6 +80,9 @@ var shimName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 func Parse(resp wire.EnrollResponse, pinned *x509.Certificate, instanceID string, ports []int) (*Bundle, error) {
 	b := &Bundle{InstanceID: instanceID, CandidateID: resp.CandidateID, NodeType: resp.NodeType,
 		AppID: resp.AppID, Ray: resp.Ray, GuestAPI: resp.GuestAPI, Heartbeat: resp.Heartbeat}
+	if resp.Mesh != nil {
+		b.MeshPort = resp.Mesh.Port
+	}
 	ca, err := pki.ParseCert([]byte(resp.CACert))
 	if err != nil {
 		return nil, fmt.Errorf("bundle ca_cert: %w", err)
@@ -166,6 +170,9 @@ func checkPorts(resp wire.EnrollResponse, ports []int) error {
 		"runtime_env_agent_port": r.RuntimeEnvAgentPort, "dashboard_agent_grpc_port": r.DashboardAgentGRPCPort,
 		"dashboard_agent_listen_port": r.DashboardAgentListenPort, "metrics_export_port": r.MetricsExportPort,
 		"guest_api.port": resp.GuestAPI.Port,
+	}
+	if resp.Mesh != nil {
+		named["mesh.port"] = resp.Mesh.Port
 	}
 	used := map[int]string{}
 	use := func(name string, p int) error {

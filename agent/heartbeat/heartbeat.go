@@ -44,7 +44,10 @@ type Config struct {
 	// OnRayHead, optional, hears the Ray head each answer names ("" none);
 	// soon asks for the next heartbeat within SoonInterval.
 	OnRayHead func(id string) (soon bool)
-	OnBeat    func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
+	// Mesh, optional, is the node's mesh: each heartbeat names the
+	// membership version it holds, and a reply's new membership goes to it.
+	Mesh   Mesh
+	OnBeat func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
 	// Final, when closed, makes Run send one last heartbeat at once (Ray's
 	// final status, so the head sees the exit code) and return nil.
 	Final <-chan struct{}
@@ -52,6 +55,12 @@ type Config struct {
 	Now   func() time.Time
 	Sleep backoff.SleepFunc
 	Rand  func() float64
+}
+
+// Mesh is what the heartbeat loop feeds (agent/mesh.Mesh).
+type Mesh interface {
+	Version() string
+	Update(wire.MeshMembers)
 }
 
 // Run heartbeats until ctx ends (it returns ctx's error) or Final closes.
@@ -90,6 +99,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.HealthToken != nil {
 			hb.HealthToken = cfg.HealthToken(cfg.Now())
 		}
+		if cfg.Mesh != nil {
+			hb.MeshVersion = cfg.Mesh.Version()
+		}
 		reply, err := Send(ctx, cfg.Client, cfg.BaseURL, hb)
 		if cfg.OnBeat != nil {
 			cfg.OnBeat(hb, err)
@@ -127,6 +139,9 @@ func Run(ctx context.Context, cfg Config) error {
 				if cfg.OnRayHead(id) {
 					wait = min(wait, backoff.Jitter(SoonInterval, Jitter, cfg.Rand))
 				}
+			}
+			if cfg.Mesh != nil && reply.Mesh != nil {
+				cfg.Mesh.Update(*reply.Mesh)
 			}
 			if reply.Action == wire.ActionStop && !stopped {
 				stopped = true

@@ -29,11 +29,18 @@ type Params struct {
 	// Files of the written bundle.
 	NodeCert, NodeKey, CACert, ClusterTokenPath string
 	ShimDir                                     string // "" = no shim
+	// MeshAddr is the agent's loopback address for the shim's mesh
+	// questions (NAT_SHIM_MESH); "" = no mesh.
+	MeshAddr string
 	// Env is the agent's environment (os.Environ()), Secrets every secret
 	// value the agent knows: no variable carrying one reaches Ray.
 	Env     []string
 	Secrets []string
 }
+
+// MeshEnv names the agent's mesh address for the shim's native layer.
+// Not RAYVAST_*: Ray's environment carries none of those (SPEC §9).
+const MeshEnv = "NAT_SHIM_MESH"
 
 // Command returns Ray's argv (argv[0] is the Python) and environment.
 func Command(p Params) (argv, env []string) {
@@ -82,6 +89,9 @@ func Env(p Params) []string {
 		"RAY_CLOUD_INSTANCE_ID="+p.CandidateID,
 		"RAY_NODE_TYPE_NAME="+p.NodeType,
 	)
+	if p.MeshAddr != "" && p.ShimDir != "" {
+		env = append(env, MeshEnv+"="+p.MeshAddr)
+	}
 	switch {
 	case p.ShimDir != "" && pythonPath != "":
 		env = append(env, "PYTHONPATH="+p.ShimDir+":"+pythonPath)
@@ -136,7 +146,7 @@ var vastSecrets = map[string]bool{
 var ours = map[string]bool{
 	"RAY_USE_TLS": true, "RAY_TLS_SERVER_CERT": true, "RAY_TLS_SERVER_KEY": true,
 	"RAY_TLS_CA_CERT": true, "RAY_AUTH_MODE": true, "RAY_AUTH_TOKEN_PATH": true, "RAY_AUTH_TOKEN": true,
-	"RAY_CLOUD_INSTANCE_ID": true, "RAY_NODE_TYPE_NAME": true,
+	"RAY_CLOUD_INSTANCE_ID": true, "RAY_NODE_TYPE_NAME": true, MeshEnv: true,
 }
 
 // Dropped reports whether a variable never reaches Ray by its name alone.
