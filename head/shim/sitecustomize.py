@@ -34,6 +34,9 @@ import sys
 
 ENV = "NAT_SHIM"
 LOOPBACK_ENV = "NAT_SHIM_LOOPBACK"
+# The agent's mesh (agent/mesh), set by the agent in Ray's environment; the
+# native layer asks it about connects to other nodes.
+MESH_ENV = "NAT_SHIM_MESH"
 # The native libraries (base64 ELF, one per architecture), set by head/shim
 # when it assembles this file.
 NATIVE = ()  # rayvast:native
@@ -188,9 +191,11 @@ def is_loopback(host):
     return h == "localhost" or h == "::1" or h.startswith("127.")
 
 
-def install(node, mine, own, loopback=frozenset()):
-    """Patch socket.socket so binds and own-port connects to node go to mine,
-    and binds and node-IP connects on a loopback port go to LOOPBACK."""
+def install(node, mine, own, loopback=frozenset(), mesh=False):
+    """Patch socket.socket so binds and own-port connects to node go to mine
+    (with the agent's mesh, connects on every port: a rank dials its own
+    TCPStore at the node IP), and binds and node-IP connects on a loopback
+    port go to LOOPBACK."""
     import socket
     mapped_node, mapped_mine = "::ffff:" + node, "::ffff:" + mine
     node6 = socket.inet_pton(socket.AF_INET6, mapped_node)
@@ -204,7 +209,7 @@ def install(node, mine, own, loopback=frozenset()):
                 return (LOOPBACK,) + address[1:]
             if sock.family == socket.AF_INET6:
                 return ("::ffff:" + LOOPBACK,) + address[1:]
-        if not bind and port not in own:
+        if not bind and port not in own and not mesh:
             return address
         if sock.family == socket.AF_INET and host == node:
             return (mine,) + address[1:]
@@ -371,7 +376,8 @@ def main():
         value = ray_start(args) if args is not None else os.environ.get(ENV)
         rules = parse(value)
         if rules is not None:
-            install(*rules, loopback=frozenset(parse_loopback(os.environ.get(LOOPBACK_ENV))))
+            install(*rules, loopback=frozenset(parse_loopback(os.environ.get(LOOPBACK_ENV))),
+                    mesh=bool(os.environ.get(MESH_ENV)))
     except Exception as e:  # never break the interpreter's start
         say("off after an error: %s: %s" % (type(e).__name__, e))
 

@@ -9,13 +9,29 @@
  * It reads NAT_SHIM="<node ip> <container ip> <port>[,<port>|,<lo>-<hi>]..."
  * once at load; without it, or malformed, it changes nothing.
  *
+ * With NAT_SHIM_MESH="127.0.0.1:<port>" (the agent's mesh, agent/mesh) it
+ * also carries collective traffic (torch.distributed, gloo, NCCL):
+ * - connects to the node IP on any port go to the container's IP (a rank
+ *   dials its own TCPStore at the node IP; no hairpin NAT brings it back);
+ * - getsockname on a listening socket bound to the container's IP answers
+ *   the node IP, so gloo and NCCL advertise an address other nodes reach;
+ * - a TCP connect to any other address (not loopback, not the container's
+ *   own) is first asked of the agent: "D" goes direct as it was, "C" means
+ *   the agent now carries it to the member that owns the address (over
+ *   mutual TLS), and the process's socket is replaced (dup3) by the
+ *   connected loopback socket; "E <errno>" fails the connect with it.
+ *
  * The real calls are raw syscalls, not dlsym(RTLD_NEXT): before glibc 2.34
  * dlsym lives in libdl, which a process may not have loaded. Every libc
  * symbol is pinned to its architecture's first glibc version so the library
  * loads on old images.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/time.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +51,15 @@ __asm__(".symver syscall,syscall@" GLIBC_BASE);
 __asm__(".symver memcpy,memcpy@" GLIBC_BASE);
 __asm__(".symver memset,memset@" GLIBC_BASE);
 __asm__(".symver memcmp,memcmp@" GLIBC_BASE);
+__asm__(".symver __errno_location,__errno_location@" GLIBC_BASE);
 
 #define EXPORT __attribute__((visibility("default")))
 
 static int active;
 static unsigned char node[4], self[4];
+static int mesh;                    /* NAT_SHIM_MESH parsed */
+static unsigned char mesh_ip[4];
+static unsigned mesh_port;
 static unsigned char own[65536 / 8]; /* the node's own ports, a bitmap */
 
 static const char *ipv4(const char *s, unsigned char out[4])
@@ -98,6 +118,10 @@ __attribute__((constructor)) static void init(void)
 		memset(own, 0, sizeof own);
 	else if (v)
 		active = 1;
+	const char *m = getenv("NAT_SHIM_MESH");
+	if (active && m && (m = ipv4(m, mesh_ip)) && *m++ == ':' && (m = port(m, &mesh_port)) && *m == '\0' &&
+	    mesh_port > 0)
+		mesh = 1;
 }
 
 static int is_own(unsigned p) { return own[p / 8] >> (p % 8) & 1; }
@@ -134,7 +158,7 @@ static const struct sockaddr *rewrite(const struct sockaddr *sa, socklen_t len,
 	} else {
 		return sa;
 	}
-	if (!bind && !is_own(p))
+	if (!bind && !is_own(p) && !mesh)
 		return sa;
 	memcpy(ip, self, 4);
 	return (const struct sockaddr *)buf;
@@ -146,8 +170,175 @@ EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 	return (int)syscall(SYS_bind, fd, rewrite(sa, len, &buf, 1), len);
 }
 
+/* dest4 gives the IPv4 address and port of an AF_INET or v4-mapped
+ * AF_INET6 address; 0 for anything else. */
+static int dest4(const struct sockaddr *sa, socklen_t len, unsigned char ip[4], unsigned *p)
+{
+	if (sa == NULL)
+		return 0;
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)sa;
+		memcpy(ip, &in->sin_addr, 4);
+		*p = ntohs(in->sin_port);
+		return 1;
+	}
+	if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		if (memcmp(in6->sin6_addr.s6_addr, mapped, 12) != 0)
+			return 0;
+		memcpy(ip, in6->sin6_addr.s6_addr + 12, 4);
+		*p = ntohs(in6->sin6_port);
+		return 1;
+	}
+	return 0;
+}
+
+/* ask_mesh is worth asking: a TCP socket toward an address that is not
+ * loopback, unspecified, multicast, the node's or the container's own. */
+static int ask_mesh(int fd, const unsigned char ip[4], unsigned p)
+{
+	int type = 0;
+	socklen_t tl = sizeof type;
+	if (!mesh || p == 0 || ip[0] == 127 || ip[0] == 0 || ip[0] >= 224 || memcmp(ip, node, 4) == 0 ||
+	    memcmp(ip, self, 4) == 0)
+		return 0;
+	if (syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM)
+		return 0;
+	return 1;
+}
+
+static char *put_uint(char *b, unsigned v)
+{
+	char t[12];
+	int n = 0;
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*b++ = t[--n];
+	return b;
+}
+
+static void set_timeout(int s, long sec)
+{
+	struct timeval tv = {sec, 0};
+	syscall(SYS_setsockopt, s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	syscall(SYS_setsockopt, s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* via_mesh asks the agent about ip:p for fd. It returns 0 to go direct;
+ * 1 when fd now carries the mesh stream (*rc = 0) or the far side
+ * refused (*rc = -1, errno set). The agent unreachable: direct. */
+static int via_mesh(int fd, int family, const unsigned char ip[4], unsigned p, int *rc)
+{
+	int s = (int)syscall(SYS_socket, family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return 0;
+	struct sockaddr_storage a;
+	socklen_t al;
+	memset(&a, 0, sizeof a);
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (void *)&a;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((unsigned short)mesh_port);
+		memcpy(in6->sin6_addr.s6_addr, mapped, 12);
+		memcpy(in6->sin6_addr.s6_addr + 12, mesh_ip, 4);
+		al = sizeof *in6;
+	} else {
+		struct sockaddr_in *in = (void *)&a;
+		in->sin_family = AF_INET;
+		in->sin_port = htons((unsigned short)mesh_port);
+		memcpy(&in->sin_addr, mesh_ip, 4);
+		al = sizeof *in;
+	}
+	set_timeout(s, 30); /* the agent's own dial is bounded at about 20 s */
+	char q[64], *e = q;
+	memcpy(e, "RVMESH1 ", 8);
+	e += 8;
+	for (int i = 0; i < 4; i++) {
+		e = put_uint(e, ip[i]);
+		*e++ = i < 3 ? '.' : ' ';
+	}
+	e = put_uint(e, p);
+	*e++ = '\n';
+	char ans[16];
+	int n = 0;
+	if (syscall(SYS_connect, s, (struct sockaddr *)&a, al) != 0 || syscall(SYS_write, s, q, e - q) != e - q)
+		goto direct;
+	while (n < (int)sizeof ans - 1) { /* byte by byte: nothing past the line */
+		long r = syscall(SYS_read, s, ans + n, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 1)
+			goto direct;
+		if (ans[n++] == '\n')
+			break;
+	}
+	ans[n] = '\0';
+	if (n == 2 && ans[0] == 'C') {
+		int one = 1;
+		long fl = syscall(SYS_fcntl, fd, F_GETFL);
+		long fdfl = syscall(SYS_fcntl, fd, F_GETFD);
+		set_timeout(s, 0);
+		syscall(SYS_setsockopt, s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (fl >= 0 && (fl & O_NONBLOCK))
+			syscall(SYS_fcntl, s, F_SETFL, O_RDWR | O_NONBLOCK);
+		if (syscall(SYS_dup3, s, fd, (fdfl >= 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0) < 0) {
+			int saved = errno;
+			syscall(SYS_close, s);
+			errno = saved;
+			*rc = -1;
+			return 1;
+		}
+		syscall(SYS_close, s);
+		*rc = 0;
+		return 1;
+	}
+	if (n >= 3 && ans[0] == 'E' && ans[1] == ' ') {
+		unsigned code = 0;
+		for (int i = 2; ans[i] >= '0' && ans[i] <= '9' && code < 4096; i++)
+			code = code * 10 + (unsigned)(ans[i] - '0');
+		syscall(SYS_close, s);
+		errno = code > 0 && code < 4096 ? (int)code : ECONNREFUSED;
+		*rc = -1;
+		return 1;
+	}
+direct:
+	syscall(SYS_close, s);
+	return 0;
+}
+
 EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_storage buf;
+	unsigned char ip[4];
+	unsigned p;
+	int rc;
+	if (mesh && dest4(sa, len, ip, &p) && ask_mesh(fd, ip, p) && via_mesh(fd, sa->sa_family, ip, p, &rc))
+		return rc;
 	return (int)syscall(SYS_connect, fd, rewrite(sa, len, &buf, 0), len);
+}
+
+/* getsockname answers the node IP for a listener bound to the container's
+ * IP (where its bind to the node IP went), so what a process advertises of
+ * its own listener is an address other nodes can reach (through the mesh). */
+EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	int rc = (int)syscall(SYS_getsockname, fd, sa, len);
+	int listening = 0;
+	socklen_t ll = sizeof listening;
+	unsigned char *ip = NULL;
+	if (rc != 0 || !mesh || sa == NULL || len == NULL)
+		return rc;
+	if (sa->sa_family == AF_INET && *len >= sizeof(struct sockaddr_in))
+		ip = (unsigned char *)&((struct sockaddr_in *)sa)->sin_addr;
+	else if (sa->sa_family == AF_INET6 && *len >= sizeof(struct sockaddr_in6) &&
+		 memcmp(((struct sockaddr_in6 *)sa)->sin6_addr.s6_addr, mapped, 12) == 0)
+		ip = ((struct sockaddr_in6 *)sa)->sin6_addr.s6_addr + 12;
+	if (ip == NULL || memcmp(ip, self, 4) != 0)
+		return rc;
+	if (syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) == 0 && listening)
+		memcpy(ip, node, 4);
+	return rc;
 }

@@ -141,6 +141,13 @@ print(json.dumps(out))
             "v6_other": ["::ffff:" + NODE, None], "v6_bind": "::ffff:127.0.0.1",
         }
         self.assertEqual(got, want)
+        # With the agent's mesh, connects to the node IP on every port go to
+        # the container's IP (a rank dials its own TCPStore at the node IP).
+        p = python(code, env={"NAT_SHIM": "%s 127.0.0.1 %d" % (NODE, own), "NAT_SHIM_MESH": "127.0.0.1:9"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        want["other"], want["v6_other"] = ["127.0.0.1", None], ["::ffff:127.0.0.1", None]
+        self.assertEqual(got, want)
 
     def test_loopback_port(self):
         """A loopback port (Ray's metrics export, the dashboard agent's HTTP):
