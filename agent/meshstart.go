@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -36,7 +37,22 @@ func (a *agent) startMesh(b *bundle.Bundle) (*mesh.Mesh, string) {
 		a.log.Warn("mesh off: cannot listen on loopback", "err", err)
 		return nil, ""
 	}
-	m := mesh.New(mesh.Config{Self: b.InstanceID, Cert: b.NodeCert, CA: b.CA, Local: local, MeshPort: b.MeshPort, Log: a.log})
+	a.meshKick = make(chan chan struct{})
+	kick := a.meshKick
+	refresh := func(ctx context.Context) { // a heartbeat out of turn, and its answer
+		done := make(chan struct{})
+		select {
+		case kick <- done:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	m := mesh.New(mesh.Config{Self: b.InstanceID, Cert: b.NodeCert, CA: b.CA, Local: local, MeshPort: b.MeshPort,
+		Refresh: refresh, Log: a.log})
 	go func() { a.log.Info("mesh stopped", "err", m.ServePeers(peers)) }()
 	go func() { a.log.Info("mesh questions stopped", "err", m.ServeLocal(ask)) }()
 	a.log.Info("mesh listening", "port", b.MeshPort, "local", ask.Addr().String(), "delivers_to", local.String())

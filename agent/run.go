@@ -90,7 +90,8 @@ type agent struct {
 	portKey    []byte
 	ca         *x509.Certificate
 	headA      netip.AddrPort
-	meshAddr   string // the mesh's loopback address for the shim ("" none)
+	meshAddr   string             // the mesh's loopback address for the shim ("" none)
+	meshKick   chan chan struct{} // the mesh's asks for a heartbeat now
 }
 
 func newAgent(cfg envconfig.Config, stderr io.Writer) *agent {

@@ -46,7 +46,12 @@ type Config struct {
 	OnRayHead func(id string) (soon bool)
 	// Mesh, optional, is the node's mesh: each heartbeat names the
 	// membership version it holds, and a reply's new membership goes to it.
-	Mesh   Mesh
+	Mesh Mesh
+	// Kick, optional, asks for a heartbeat now: the loop beats at once and
+	// closes the channel it received once that beat's answer (or failure)
+	// is in (the mesh asks when a connect names an address it does not
+	// know: a node may have joined since the last beat).
+	Kick   <-chan chan struct{}
 	OnBeat func(wire.Heartbeat, error) // optional: after each attempt (tests, metrics)
 	// Final, when closed, makes Run send one last heartbeat at once (Ray's
 	// final status, so the head sees the exit code) and return nil.
@@ -94,6 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 	}
 	stopped, failures := false, 0
+	var kicked []chan struct{} // waiting for this beat's answer
 	for seq := int64(1); ; seq++ {
 		hb := wire.Heartbeat{Version: wire.Version, InstanceID: cfg.InstanceID, Seq: seq, Ray: cfg.Status()}
 		if cfg.HealthToken != nil {
@@ -151,12 +157,55 @@ func Run(ctx context.Context, cfg Config) error {
 				}
 			}
 		}
-		if err := cfg.Sleep(wake, wait); err != nil {
+		closeAll(kicked)
+		kicked = nil
+		k, err := sleepOrKick(wake, cfg, wait)
+		if k != nil {
+			kicked = append(kicked, k)
+			continue
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			final = true // Final closed: one more beat, at once
 		}
+	}
+}
+
+// sleepOrKick waits as cfg.Sleep does, ending early with the kick's
+// channel when one comes.
+func sleepOrKick(wake context.Context, cfg Config, wait time.Duration) (chan struct{}, error) {
+	if cfg.Kick == nil {
+		return nil, cfg.Sleep(wake, wait)
+	}
+	sctx, cancel := context.WithCancel(wake)
+	defer cancel()
+	got := make(chan chan struct{}, 1)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case k := <-cfg.Kick:
+			got <- k
+			cancel()
+		case <-stop:
+		}
+	}()
+	err := cfg.Sleep(sctx, wait)
+	close(stop)
+	<-done
+	select {
+	case k := <-got:
+		return k, nil
+	default:
+		return nil, err
+	}
+}
+
+func closeAll(chs []chan struct{}) {
+	for _, c := range chs {
+		close(c)
 	}
 }
 

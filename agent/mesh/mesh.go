@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -34,8 +35,18 @@ type Config struct {
 	// DialTimeout bounds reaching another agent and its local connect
 	// (default 10 s).
 	DialTimeout time.Duration
-	Log         *slog.Logger
+	// Refresh, optional, asks the head for the membership now and returns
+	// once its answer is in (a heartbeat out of turn). The mesh calls it
+	// the first time a connect names an address no member has, per
+	// membership version: a node that joined since the last heartbeat is
+	// then reached on the first try, and any other address costs one
+	// heartbeat's round trip once.
+	Refresh func(ctx context.Context)
+	Log     *slog.Logger
 }
+
+// refreshWait bounds how long a connect waits for Refresh.
+const refreshWait = 3 * time.Second
 
 // Mesh is a node's agent-to-agent carrier.
 type Mesh struct {
@@ -45,7 +56,7 @@ type Mesh struct {
 
 	mu      sync.Mutex
 	streams map[string]map[*stream]struct{} // open streams by peer ID
-	nextID  uint64
+	asked   map[netip.Addr]string           // unknown addresses refreshed for, by version
 }
 
 // New returns a mesh with no members yet (every question answers "direct"
@@ -61,7 +72,7 @@ func New(cfg Config) *Mesh {
 	if cfg.CA != nil {
 		pool.AddCert(cfg.CA)
 	}
-	m := &Mesh{cfg: cfg, pool: pool, streams: map[string]map[*stream]struct{}{}}
+	m := &Mesh{cfg: cfg, pool: pool, streams: map[string]map[*stream]struct{}{}, asked: map[netip.Addr]string{}}
 	m.members.Store(newView(wire.MeshMembers{}))
 	return m
 }
@@ -92,6 +103,34 @@ func (m *Mesh) Update(mm wire.MeshMembers) {
 		m.cfg.Log.Info("mesh: cutting a stream of a node no longer a member", "peer", s.peer)
 		s.close()
 	}
+}
+
+// route is the member a connect to ip:port goes through, asking the head
+// for the membership once per version when ip is no member's.
+func (m *Mesh) route(ip netip.Addr, port int) (member, bool) {
+	v := m.members.Load()
+	if mb, ok := v.route(m.cfg.Self, ip, port); ok || m.cfg.Refresh == nil {
+		return mb, ok
+	}
+	if _, known := v.byIP[ip.Unmap()]; known {
+		return member{}, false // a member's forwarded port, or this node
+	}
+	m.mu.Lock()
+	seen := m.asked[ip] == v.version
+	if !seen {
+		if len(m.asked) > 4096 {
+			clear(m.asked)
+		}
+		m.asked[ip] = v.version
+	}
+	m.mu.Unlock()
+	if seen {
+		return member{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), refreshWait)
+	m.cfg.Refresh(ctx)
+	cancel()
+	return m.members.Load().route(m.cfg.Self, ip, port)
 }
 
 // isMember reports whether a certificate names a live member other than

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -241,3 +242,35 @@ func TestMeshRefusesOutsiders(t *testing.T) {
 // looksLikeTLSAlert: what a TLS server may send a client that spoke
 // plaintext (a short alert record), which carries no data.
 func looksLikeTLSAlert(n int) bool { return n <= 7 }
+
+// TestMeshRefreshesForAnUnknownAddress proves a node that joined since the
+// last heartbeat is reached on the first try: a connect to an address no
+// member has asks for the membership out of turn (Refresh), and is carried
+// once the answer names its node; an address still unknown after that is
+// not asked about again under the same membership (the head's IP, the
+// internet: one round trip once, not one per connect).
+func TestMeshRefreshesForAnUnknownAddress(t *testing.T) {
+	ca, _, _ := pki.NewCA(nil, "c", time.Now())
+	a := newNode(t, ca, "a", "127.0.23.1")
+	b := newNode(t, ca, "b", "127.0.23.2")
+	both := members("v2", a.member(20000), b.member(20001))
+	b.m.Update(both)
+	a.m.Update(members("v1", a.member(20000)))
+	refreshes := 0
+	a.m.cfg.Refresh = func(context.Context) { refreshes++; a.m.Update(both) }
+	port := echo(t, "127.0.23.2")
+
+	if line, c := ask(t, a, "127.0.23.2", port); line != "C\n" {
+		t.Errorf("a node that joined since the last beat: %q, want C", line)
+	} else {
+		c.Close()
+	}
+	for range 3 {
+		if line, _ := ask(t, a, "127.0.23.9", 443); line != "D\n" {
+			t.Errorf("an address of no member: %q, want D", line)
+		}
+	}
+	if refreshes != 2 {
+		t.Errorf("%d refreshes, want 2 (the new node's address once, the unknown one once)", refreshes)
+	}
+}

@@ -120,7 +120,7 @@ func (m *Mesh) fromLocal(c net.Conn) {
 		c.Close()
 		return
 	}
-	mb, ok := m.members.Load().route(m.cfg.Self, ip, port)
+	mb, ok := m.route(ip, port)
 	if !ok {
 		c.Write([]byte("D\n"))
 		c.Close()
