@@ -29,13 +29,14 @@ func (m *Mesh) ServePeers(l net.Listener) error {
 			}
 			return err
 		}
-		go m.fromPeer(tls.Server(c, cfg))
+		bc := newBatchConn(c)
+		go m.fromPeer(tls.Server(bc, cfg), bc)
 	}
 }
 
 // fromPeer is one stream from another agent: handshake, the port, the
 // local connect, the answer, then bytes.
-func (m *Mesh) fromPeer(tc *tls.Conn) {
+func (m *Mesh) fromPeer(tc *tls.Conn, bc *batchConn) {
 	_ = tc.SetDeadline(time.Now().Add(headerTimeout))
 	if err := tc.Handshake(); err != nil {
 		m.cfg.Log.Warn("mesh: refused a stream", "from", tc.RemoteAddr().String(), "err", err)
@@ -72,16 +73,16 @@ func (m *Mesh) fromPeer(tc *tls.Conn) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
-	m.splice(peer, local, tc)
+	m.splice(peer, local, tc, bc)
 }
 
 // splice runs a stream, tracked under its peer so that a membership
 // without the peer cuts it.
-func (m *Mesh) splice(peer string, local, far net.Conn) {
+func (m *Mesh) splice(peer string, local, far net.Conn, bc *batchConn) {
 	if tc, ok := local.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	s := &stream{peer: peer, a: local, b: far}
+	s := &stream{peer: peer, a: local, b: far, batch: bc}
 	done := m.track(peer, s)
 	defer done()
 	if _, ok := m.members.Load().byID[peer]; !ok { // cut between the check and track
@@ -126,7 +127,7 @@ func (m *Mesh) fromLocal(c net.Conn) {
 		c.Close()
 		return
 	}
-	far, errno := m.dial(mb, port)
+	far, bc, errno := m.dial(mb, port)
 	if errno != 0 {
 		fmt.Fprintf(c, "E %d\n", errno)
 		c.Close()
@@ -138,7 +139,7 @@ func (m *Mesh) fromLocal(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	m.splice(mb.id, c, far)
+	m.splice(mb.id, c, far, bc)
 }
 
 // parseQuestion reads "RVMESH1 <ipv4> <port>\n".
@@ -157,20 +158,26 @@ func parseQuestion(line string) (netip.Addr, int, bool) {
 
 // dial opens a stream to port on member mb: TLS to its agent, the port,
 // its answer. The errno is what the local connect should fail with.
-func (m *Mesh) dial(mb member, port int) (*tls.Conn, int) {
+func (m *Mesh) dial(mb member, port int) (*tls.Conn, *batchConn, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.DialTimeout+headerTimeout)
 	defer cancel()
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: m.cfg.DialTimeout}, Config: m.clientTLS(mb)}
-	c, err := d.DialContext(ctx, "tcp", mb.mesh.String())
+	nd := net.Dialer{Timeout: m.cfg.DialTimeout}
+	raw, err := nd.DialContext(ctx, "tcp", mb.mesh.String())
 	if err != nil {
 		m.cfg.Log.Warn("mesh: cannot reach a member", "peer", mb.id, "addr", mb.mesh.String(), "err", err)
-		return nil, errnoOf(err)
+		return nil, nil, errnoOf(err)
 	}
-	tc := c.(*tls.Conn)
+	bc := newBatchConn(raw)
+	tc := tls.Client(bc, m.clientTLS(mb))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		m.cfg.Log.Warn("mesh: a member refused the handshake", "peer", mb.id, "addr", mb.mesh.String(), "err", err)
+		return nil, nil, errnoOf(err)
+	}
 	_ = tc.SetDeadline(time.Now().Add(headerTimeout + m.cfg.DialTimeout))
 	if _, err := fmt.Fprintf(tc, "%d\n", port); err != nil {
 		tc.Close()
-		return nil, errnoOf(err)
+		return nil, nil, errnoOf(err)
 	}
 	br := bufio.NewReaderSize(tc, 64)
 	line, err := br.ReadString('\n')
@@ -180,17 +187,17 @@ func (m *Mesh) dial(mb member, port int) (*tls.Conn, int) {
 			err = errors.New("bytes after the answer")
 		}
 		m.cfg.Log.Warn("mesh: no answer from a member", "peer", mb.id, "err", err)
-		return nil, int(syscall.ECONNREFUSED)
+		return nil, nil, int(syscall.ECONNREFUSED)
 	}
 	if line != "C\n" {
 		tc.Close()
 		if n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "E "))); err == nil && n > 0 && n < 4096 {
-			return nil, n
+			return nil, nil, n
 		}
-		return nil, int(syscall.ECONNREFUSED)
+		return nil, nil, int(syscall.ECONNREFUSED)
 	}
 	_ = tc.SetDeadline(time.Time{})
-	return tc, 0
+	return tc, bc, 0
 }
 
 // errnoOf is the errno a connect failure should carry for the process:

@@ -16,7 +16,8 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
 // stream is a local connection and its far end, copied both ways.
 type stream struct {
 	peer      string
-	a, b      net.Conn // a: the local side, b: the TLS stream
+	a, b      net.Conn   // a: the local side, b: the TLS stream
+	batch     *batchConn // under b
 	closeOnce sync.Once
 }
 
@@ -51,7 +52,12 @@ type onlyWriter struct{ io.Writer }
 
 func (s *stream) pipe(dst, src net.Conn) {
 	bp := bufs.Get().(*[]byte)
-	_, err := io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
+	var err error
+	if dst == s.b && s.batch != nil {
+		err = s.copyBatched(*bp)
+	} else {
+		_, err = io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
+	}
 	bufs.Put(bp)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.close()
@@ -63,4 +69,28 @@ func (s *stream) pipe(dst, src net.Conn) {
 		}
 	}
 	s.close()
+}
+
+// copyBatched copies the local side into the TLS stream, each read's
+// records written in one batch (batchConn).
+func (s *stream) copyBatched(buf []byte) error {
+	for {
+		n, rerr := s.a.Read(buf)
+		if n > 0 {
+			s.batch.begin()
+			_, werr := s.b.Write(buf[:n])
+			if err := s.batch.end(); werr == nil {
+				werr = err
+			}
+			if werr != nil {
+				return werr
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
 }

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if id := os.Getenv(nodeEnv); id != "" {
 		os.Exit(runNode(id))
 	}
+	if os.Getenv(benchPeerEnv) != "" {
+		os.Exit(runBenchPeer())
+	}
 	os.Exit(m.Run())
 }
 
@@ -83,6 +86,7 @@ type cluster struct {
 	dir      string
 	ca       *pki.CA
 	ask      []string // each node's mesh question address
+	pids     []int    // each node's mesh process
 	logs     []*strings.Builder
 	store    int    // rendezvous ports used
 	timeoutS string // RANK_TIMEOUT_S for the next ranks ("" default)
@@ -137,6 +141,8 @@ func startCluster(t testing.TB, v *vastNet) *cluster {
 			t.Fatalf("mesh of %s: %q", ids(i), line)
 		}
 		c.ask = append(c.ask, addr)
+		c.pids = append(c.pids, cmd.Process.Pid)
+		c.pids = append(c.pids, cmd.Process.Pid)
 		c.logs = append(c.logs, logs)
 	}
 	return c
