@@ -63,17 +63,31 @@ func (m *Mesh) fromPeer(tc *tls.Conn, bc *batchConn) {
 	d := net.Dialer{Timeout: m.cfg.DialTimeout}
 	local, err := d.Dial("tcp", netip.AddrPortFrom(m.cfg.Local, uint16(port)).String())
 	if err != nil {
-		fmt.Fprintf(tc, "E %d\n", errnoOf(err))
-		tc.Close()
+		m.answer(tc, errnoOf(err), peer, nil, nil)
 		return
 	}
-	if _, err := tc.Write([]byte("C\n")); err != nil {
-		local.Close()
-		tc.Close()
+	m.answer(tc, 0, peer, local, bc)
+}
+
+// answer tells the asking side (asker) how its connect went: errno != 0
+// fails it; else "C", and the stream runs between asker and other.
+func (m *Mesh) answer(asker net.Conn, errno int, peer string, other net.Conn, bc *batchConn) {
+	if errno != 0 {
+		fmt.Fprintf(asker, "E %d\n", errno)
+		asker.Close()
 		return
 	}
-	_ = tc.SetDeadline(time.Time{})
-	m.splice(peer, local, tc, bc)
+	if _, err := asker.Write([]byte("C\n")); err != nil {
+		other.Close()
+		asker.Close()
+		return
+	}
+	_ = asker.SetDeadline(time.Time{})
+	if _, fromPeer := asker.(*tls.Conn); fromPeer {
+		m.splice(peer, other, asker, bc) // asker is the far agent: other is local
+	} else {
+		m.splice(peer, asker, other, bc)
+	}
 }
 
 // splice runs a stream, tracked under its peer so that a membership
@@ -129,17 +143,10 @@ func (m *Mesh) fromLocal(c net.Conn) {
 	}
 	far, bc, errno := m.dial(mb, port)
 	if errno != 0 {
-		fmt.Fprintf(c, "E %d\n", errno)
-		c.Close()
+		m.answer(c, errno, mb.id, nil, nil)
 		return
 	}
-	if _, err := c.Write([]byte("C\n")); err != nil {
-		far.Close()
-		c.Close()
-		return
-	}
-	_ = c.SetDeadline(time.Time{})
-	m.splice(mb.id, c, far, bc)
+	m.answer(c, 0, mb.id, far, bc)
 }
 
 // parseQuestion reads "RVMESH1 <ipv4> <port>\n".

@@ -129,21 +129,11 @@ func TestNativeMesh(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(probe, tt.ops...)
-			cmd.Env = []string{"LD_PRELOAD=" + lib, "NAT_SHIM=" + rules}
+			env := []string{"LD_PRELOAD=" + lib, "NAT_SHIM=" + rules}
 			if tt.mesh != "" {
-				cmd.Env = append(cmd.Env, "NAT_SHIM_MESH="+tt.mesh)
+				env = append(env, "NAT_SHIM_MESH="+tt.mesh)
 			}
-			out, _ := cmd.Output()
-			got := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if len(got) != len(tt.want) {
-				t.Fatalf("got %q, want %q", got, tt.want)
-			}
-			for i, line := range got {
-				if !matchProbe(strings.TrimPrefix(line, fmt.Sprint(i)+" "), tt.want[i]) {
-					t.Errorf("op %d: got %q, want %q", i, line, tt.want[i])
-				}
-			}
+			runProbe(t, probe, env, tt.ops, tt.want)
 		})
 	}
 }

@@ -129,22 +129,29 @@ func TestNativeRewrites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(probe, tt.ops...)
-			cmd.Env = []string{"LD_PRELOAD=" + lib}
+			env := []string{"LD_PRELOAD=" + lib}
 			if tt.env != "" {
-				cmd.Env = append(cmd.Env, "NAT_SHIM="+tt.env)
+				env = append(env, "NAT_SHIM="+tt.env)
 			}
-			out, _ := cmd.Output()
-			got := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if len(got) != len(tt.want) {
-				t.Fatalf("got %q, want %q", got, tt.want)
-			}
-			for i, line := range got {
-				if !matchProbe(strings.TrimPrefix(line, fmt.Sprint(i)+" "), tt.want[i]) {
-					t.Errorf("op %d: got %q, want %q", i, line, tt.want[i])
-				}
-			}
+			runProbe(t, probe, env, tt.ops, tt.want)
 		})
+	}
+}
+
+// runProbe runs the probe's ops in env and matches each line it prints.
+func runProbe(t *testing.T, probe string, env, ops, want []string) {
+	t.Helper()
+	cmd := exec.Command(probe, ops...)
+	cmd.Env = env
+	out, _ := cmd.Output()
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for i, line := range got {
+		if !matchProbe(strings.TrimPrefix(line, fmt.Sprint(i)+" "), want[i]) {
+			t.Errorf("op %d: got %q, want %q", i, line, want[i])
+		}
 	}
 }
 
