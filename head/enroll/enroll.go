@@ -49,6 +49,7 @@ type Bundle struct {
 	GuestAPI       wire.GuestAPIPolicy
 	PortB          int
 	IntervalS      int
+	UnheardLimitS  int // 0: the node never ends itself
 }
 
 // Config builds a Server.

@@ -37,6 +37,11 @@
 //	   when it did not join within the agent's bound).
 //	   Later, additive: admin API nodes gain ray_report {event, detail,
 //	   at}: the node's last report of its Ray, kept in the head's memory.
+//	   Later, additive (issue 31): config unheard_limit_s (default 1800, 0
+//	   never) reaches the bundle's heartbeat.unheard_limit_s; a node unheard
+//	   that long ends its own rental; port B's 403 for an unknown or ended
+//	   instance says {"error":"unknown_node"} (was "forbidden"), and the node
+//	   ends its rental at once on it.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

@@ -121,6 +121,9 @@ const (
 	ErrRefused   = "refused"   // 403 before a valid token: same bytes for every cause
 	ErrRejected  = "rejected"  // 403 after a valid token, with a Reason
 	ErrForbidden = "forbidden" // 403 on port B
+	// ErrUnknownNode is port B's 403 for a certificate whose instance the
+	// head has not enrolled or has ended: the node ends its rental at once.
+	ErrUnknownNode = "unknown_node"
 	ErrBusy      = "busy"      // 503 from /enroll: no port check turn in time; retry the same request
 
 	ReasonSecurityCheck = "security_check"
@@ -204,4 +207,7 @@ type GuestAPIGrant struct {
 type HeartbeatParams struct {
 	Port      int `json:"port"`
 	IntervalS int `json:"interval_s"`
+	// UnheardLimitS is how long the node may go without a heartbeat
+	// answered before it ends its own rental (SPEC §9); 0 or absent: never.
+	UnheardLimitS int `json:"unheard_limit_s,omitempty"`
 }
