@@ -78,6 +78,11 @@ const (
 	EnvRayRestartWindow = "RAYVAST_RAY_RESTART_WINDOW" // Go duration, e.g. 10m
 	EnvRayRestartDelay  = "RAYVAST_RAY_RESTART_DELAY"  // first backoff, doubling
 
+	// EnvVastURL is where the agent reaches vast's API to end its own
+	// instance (SPEC §9); unset: https://console.vast.ai. tools/fakevast
+	// sets it; vast does not.
+	EnvVastURL = "RAYVAST_VAST_URL"
+
 	// Set by vast itself; the RAYVAST_ names above win over these.
 	EnvVastContainerID = "CONTAINER_ID"
 	EnvVastPublicIP    = "PUBLIC_IPADDR"

@@ -121,9 +121,6 @@ const (
 	ErrRefused   = "refused"   // 403 before a valid token: same bytes for every cause
 	ErrRejected  = "rejected"  // 403 after a valid token, with a Reason
 	ErrForbidden = "forbidden" // 403 on port B
-	// ErrUnknownNode is port B's 403 for a certificate whose instance the
-	// head has not enrolled or has ended: the node ends its rental at once.
-	ErrUnknownNode = "unknown_node"
 	ErrBusy      = "busy"      // 503 from /enroll: no port check turn in time; retry the same request
 
 	ReasonSecurityCheck = "security_check"
