@@ -194,7 +194,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 		m.Enrollment(metrics.OutcomeError)
 		return err
 	}
-	if _, err := s.cfg.Registry.Complete(cl, registry.Enrolled{Serial: serial, GuestAPIPort: resp.GuestAPI.Port}); err != nil {
+	if _, err := s.cfg.Registry.Complete(cl, registry.Enrolled{Serial: serial, GuestAPIPort: resp.GuestAPI.Port, UnheardLimitS: resp.Heartbeat.UnheardLimitS}); err != nil {
 		m.Enrollment(metrics.OutcomeError)
 		if errors.Is(err, registry.ErrConflict) {
 			e := *refused

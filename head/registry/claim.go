@@ -133,6 +133,8 @@ func (r *Registry) TakeSlot(cl *Claim, max int) bool {
 type Enrolled struct {
 	Serial       string
 	GuestAPIPort int
+	// UnheardLimitS is the bundle's heartbeat.unheard_limit_s.
+	UnheardLimitS int
 }
 
 // Complete turns a claimed candidate into a node with the serial of its
@@ -156,6 +158,7 @@ func (r *Registry) Complete(cl *Claim, e Enrolled) (wire.Node, error) {
 		InstanceID: c.InstanceID, CandidateID: id, NodeType: c.NodeType,
 		PublicIP: c.PublicIP, HostID: c.HostID, State: wire.StateEnrolled,
 		Serial: e.Serial, EnrolledAt: now, Health: wire.HealthUnknown, GuestAPIPort: e.GuestAPIPort,
+		UnheardLimitS: e.UnheardLimitS,
 	}
 	sr := IssuedSerial{InstanceID: n.InstanceID, Serial: e.Serial, IssuedAt: now}
 	err := r.commit("complete", func(w writer) error {
