@@ -161,8 +161,12 @@ type Config struct {
 	// offer twice when two creates race.
 	Oversell bool
 	Backend  Backend // nil: instances run nowhere (API tests)
-	Now      func() time.Time
-	Log      *slog.Logger
+	// ContainerURL, when set, is given to every container as
+	// RAYVAST_VAST_URL: where its agent reaches this fake to end its own
+	// instance (vast's containers reach console.vast.ai, the agent's default).
+	ContainerURL string
+	Now          func() time.Time
+	Log          *slog.Logger
 }
 
 // Instance is the fake's record of one rental.
@@ -186,6 +190,7 @@ type Instance struct {
 	APIKey    string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
 	// DestroyedByOwnKey: the destroy came with the instance's own key.
 	DestroyedByOwnKey bool
+	DestroyedAt       time.Time
 }
 
 // Server is the fake API. Safe for concurrent use.
@@ -452,6 +457,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
 		Ports: in.Ports, GPUs: in.Offer.NumGPUs, Unsafe: in.Offer.Unsafe, APIKey: randomHex(32)}
 	in.APIKey = launch.APIKey
+	if s.cfg.ContainerURL != "" {
+		launch.Env[wire.EnvVastURL] = s.cfg.ContainerURL
+	}
 	for k, v := range req.Env {
 		if !strings.HasPrefix(k, "-p ") {
 			launch.Env[k] = v
@@ -571,7 +579,7 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.Destroyed = true
-	in.DestroyedByOwnKey = byInstanceKey(r)
+	in.DestroyedByOwnKey, in.DestroyedAt = byInstanceKey(r), s.cfg.Now()
 	for i := range s.offers {
 		if s.offers[i].ID == in.Offer.ID {
 			s.offers[i].Rented = false
