@@ -98,25 +98,27 @@ func TestNodesEndThemselvesWhenTheHeadIsGone(t *testing.T) {
 	}
 }
 
-// serveFakeOnGateway is serveFake on the Docker network's gateway, so the
-// agents in the containers reach the fake too (RAYVAST_VAST_URL).
+// serveFakeOnGateway is serveFake, and the same fake on the Docker
+// network's gateway too, so the agents in the containers reach it
+// (RAYVAST_VAST_URL); the head takes plain http only on loopback.
 func (f *flow) serveFakeOnGateway(cfg fakevast.Config) string {
 	f.gw = f.be.Gateway().String()
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.gw, "0"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	url := "http://" + ln.Addr().String()
-	cfg.ContainerURL = url
+	cfg.ContainerURL = "http://" + ln.Addr().String()
 	cfg.Backend, cfg.Log = f.be, slogFor(f)
 	f.fake = fakevast.New(cfg)
-	api := httptest.NewUnstartedServer(f.fake.Handler())
-	api.Listener.Close()
-	api.Listener = ln
-	api.Start()
+	gw := httptest.NewUnstartedServer(f.fake.Handler())
+	gw.Listener.Close()
+	gw.Listener = ln
+	gw.Start()
+	f.t.Cleanup(gw.Close)
+	api := httptest.NewServer(f.fake.Handler())
 	f.t.Cleanup(api.Close)
-	f.fakeURL = url
-	return url
+	f.fakeURL = api.URL
+	return api.URL
 }
 
 func vastDelete(ctx context.Context, t *testing.T, base string, id int64, key string) int {

@@ -67,3 +67,21 @@ func (s *Server) InstanceKey(id int64) string {
 	}
 	return ""
 }
+
+// invoices answers GET /api/v1/invoices/ (show_invoices.yaml), a
+// billing_read call (permissions.mdx): an empty list for a full key. A key
+// without billing_read (Config.ScopedKey) gets 401 with vast's error body
+// shape: vast documents no answer of its own for a call outside a key's
+// permissions, so the status is the fake's choice. An instance key never
+// gets here (guard).
+func (s *Server) invoices(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("select_filters") {
+		fail(w, http.StatusBadRequest, "invalid_args", "select_filters is required")
+		return
+	}
+	if s.cfg.ScopedKey {
+		fail(w, http.StatusUnauthorized, "unauthorized", "API key lacks permission billing_read")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"invoices": []any{}})
+}

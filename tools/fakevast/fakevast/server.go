@@ -165,6 +165,10 @@ type Config struct {
 	// RAYVAST_VAST_URL: where its agent reaches this fake to end its own
 	// instance (vast's containers reach console.vast.ai, the agent's default).
 	ContainerURL string
+	// ScopedKey makes the account's key one without billing_read (as
+	// permissions.mdx recommends for an autoscaler): GET /api/v1/invoices/
+	// is refused (instancekey.go).
+	ScopedKey bool
 	Now          func() time.Time
 	Log          *slog.Logger
 }
@@ -247,6 +251,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v0/instances/{id}/", s.show)
 	mux.HandleFunc("DELETE /api/v0/instances/{id}/", s.destroy)
 	mux.HandleFunc("GET /api/v0/users/current", s.user)
+	mux.HandleFunc("GET /api/v1/invoices/", s.invoices)
 	mux.HandleFunc("GET /api/v0/users/current/", s.user)
 	return s.guard(mux)
 }
