@@ -69,7 +69,11 @@ func TestNodesEndThemselvesWhenTheHeadIsGone(t *testing.T) {
 	_ = f.proc.Process.Kill()
 	<-f.done
 	killed := time.Now()
+	// The window plus one heartbeat interval and its jitter; slack for the
+	// destroy call itself and a loaded machine's timers (measured: 20.2 s
+	// and 21.4 s on a quiet one).
 	bound := selfEndLimit + selfEndInterval + selfEndInterval/10
+	const slack = 2 * time.Second
 	deadline := killed.Add(bound + 30*time.Second) // the wait; the bound is checked on vast's record below
 	for len(f.fake.Live()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
@@ -88,7 +92,7 @@ func TestNodesEndThemselvesWhenTheHeadIsGone(t *testing.T) {
 		default:
 			took := got.DestroyedAt.Sub(killed)
 			t.Logf("instance %d destroyed by its own node %v after the head was killed (bound %v)", in.ID, took.Round(100*time.Millisecond), bound)
-			if took > bound {
+			if took > bound+slack {
 				t.Errorf("instance %d destroyed %v after the kill, past the window plus one interval (%v)", in.ID, took, bound)
 			}
 		}

@@ -169,8 +169,8 @@ type Config struct {
 	// permissions.mdx recommends for an autoscaler): GET /api/v1/invoices/
 	// is refused (instancekey.go).
 	ScopedKey bool
-	Now          func() time.Time
-	Log          *slog.Logger
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 // Instance is the fake's record of one rental.
