@@ -94,8 +94,11 @@ type Vast struct {
 	BaseURL    string // "" = DefaultVastURL
 	InstanceID string // vast's id, CONTAINER_ID
 	Key        secret.String
-	Client     *http.Client // nil = http.DefaultClient
+	Client     *http.Client // nil = one with CallTimeout
 }
+
+// CallTimeout bounds one destroy call, so a vast that hangs is retried.
+const CallTimeout = 30 * time.Second
 
 func (v Vast) String() string { return "vast destroy of instance " + v.InstanceID }
 
@@ -114,7 +117,7 @@ func (v Vast) End(ctx context.Context) error {
 	req.Header.Set("Authorization", "Bearer "+v.Key.Reveal())
 	hc := v.Client
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = &http.Client{Timeout: CallTimeout}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

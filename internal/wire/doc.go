@@ -41,7 +41,7 @@
 //	   never) reaches the bundle's heartbeat.unheard_limit_s; a node unheard
 //	   that long ends its own rental; port B's 403 for an unknown or ended
 //	   instance says {"error":"unknown_node"} (was "forbidden"), and the node
-//	   ends its rental at once on it.
+//	   ends its rental at once on it. Admin API nodes gain unheard_limit_s.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
