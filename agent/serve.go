@@ -111,7 +111,8 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 			},
 			OnStop:    func() { a.log.Info("head asked to stop ray"); sup.Stop() },
 			OnRayHead: ray.RayHead,
-			Final:     ray.Final(), // one last beat carries Ray's exit code
+			OnBeat:    a.selfEndOnBeat(b, sup), // the head gone: end the rental (agent/selfend)
+			Final:     ray.Final(),             // one last beat carries Ray's exit code
 			Log:       a.log,
 		})
 	}()

@@ -217,8 +217,8 @@ func TestHeadBinary(t *testing.T) {
 	if st := adminDo(t, adm, "DELETE", "/v1/candidates/"+c2.CandidateID, nil, nil); st != 204 {
 		t.Errorf("DELETE: %d", st)
 	}
-	if st, body, _ := fakeagent.Post(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 2, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"forbidden"}` {
-		t.Errorf("heartbeat after DELETE: %d %s, want 403 forbidden", st, body)
+	if st, body, _ := fakeagent.Post(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 2, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"unknown_node"}` {
+		t.Errorf("heartbeat after DELETE: %d %s, want 403 unknown_node", st, body)
 	}
 
 	// Slow clients are cut off in seconds, not minutes.

@@ -69,6 +69,7 @@ func openProvider(ctx context.Context, ps providerSettings, block *blocklist.Lis
 		if err != nil {
 			return nil, err // likewise; "vast provider: …"
 		}
+		go p.CheckKeyScope(ctx) // once, in the log; never a reason to stop
 		return p, nil
 	}
 	return nil, nil

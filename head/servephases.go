@@ -133,7 +133,8 @@ func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blo
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: in.agent, Destroy: driver.Destroy, Metrics: m,
 		Log: log.With("port", "A"), Ray: cfg.Ray,
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: in.shim,
-			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS()},
+			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS(),
+			UnheardLimitS: int(cfg.UnheardLimit() / time.Second)},
 	})
 	var paused func(string) bool
 	if pauses != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -40,7 +41,9 @@ type Config struct {
 	BootstrapSHA256 string // lowercase hex
 	CASHA256        string // lowercase hex, of the CA certificate's DER
 	JoinToken       secret.String
-	ContainerAPIKey secret.String // vast's; only kept so Ray's env can be scrubbed of it
+	ContainerAPIKey secret.String // vast's: scrubbed from Ray's env; ends this instance when the head is gone (agent/selfend)
+	VastContainerID string        // CONTAINER_ID: the instance ContainerAPIKey may end
+	VastURL         string        // RAYVAST_VAST_URL; "" = vast's own
 	InstanceID      string
 	PublicIP        netip.Addr
 	Ports           []int  // 64 distinct ports, inside = outside
@@ -135,6 +138,8 @@ func Parse(lookup func(string) (string, bool)) (Config, error) {
 		c.ContainerAPIKey = secret.New(v)
 	}
 	c.InstanceID = p.instanceID()
+	c.VastContainerID, _ = lookup(wire.EnvVastContainerID)
+	c.VastURL = p.httpURL(wire.EnvVastURL)
 	c.PublicIP = p.publicIP()
 	c.Ports = p.ports()
 	c.EgressResolvers, _ = lookup(wire.EnvEgressResolvers)
@@ -372,4 +377,18 @@ func clip(s string) string {
 		return s[:40] + "…"
 	}
 	return s
+}
+
+// httpURL is an optional http(s) URL with a host.
+func (p *parser) httpURL(name string) string {
+	v, ok := p.lookup(name)
+	if !ok || v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.fail(name, fmt.Sprintf("want an http(s) URL, got %q", clip(v)))
+		return ""
+	}
+	return v
 }

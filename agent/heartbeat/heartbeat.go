@@ -277,7 +277,7 @@ func post(ctx context.Context, hc *http.Client, url string, body any) (*http.Res
 func statusError(op string, resp *http.Response) error {
 	var body wire.ErrorBody
 	_ = wire.Decode(io.LimitReader(resp.Body, wire.MaxBody), wire.MaxBody, &body)
-	err := fmt.Errorf("%s: status %d %s", op, resp.StatusCode, body.Error)
+	err := &StatusError{Op: op, Code: resp.StatusCode, Word: body.Error}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return backoff.Transient(op, err)
 	}

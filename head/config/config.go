@@ -132,6 +132,9 @@ func Validate(c *wire.Config) error {
 	if c.HeartbeatIntervalS < 0 {
 		return fmt.Errorf("heartbeat_interval_s: must not be negative")
 	}
+	if err := validateUnheard(c); err != nil {
+		return err
+	}
 	if c.HealthFailureThreshold < 0 {
 		return fmt.Errorf("health_failure_threshold: must not be negative")
 	}

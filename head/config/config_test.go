@@ -66,3 +66,27 @@ func TestParseRefuses(t *testing.T) {
 		t.Error("empty node_types accepted")
 	}
 }
+
+// TestUnheardLimit: absent, a node may go 30 minutes unheard; 0 is never;
+// a negative limit, or one under three heartbeat intervals (one lost beat
+// would end nodes), is refused.
+func TestUnheardLimit(t *testing.T) {
+	with := func(s string) (*Config, error) {
+		return Parse(strings.NewReader(strings.Replace(good, `"cluster":"c"`, `"cluster":"c"`+s, 1)))
+	}
+	for _, c := range []struct {
+		extra string
+		want  time.Duration
+	}{{"", 30 * time.Minute}, {`,"unheard_limit_s":0`, 0}, {`,"unheard_limit_s":90`, 90 * time.Second},
+		{`,"heartbeat_interval_s":2,"unheard_limit_s":6`, 6 * time.Second}} {
+		cfg, err := with(c.extra)
+		if err != nil || cfg.UnheardLimit() != c.want {
+			t.Errorf("%q: %v %v, want %v", c.extra, cfg, err, c.want)
+		}
+	}
+	for _, bad := range []string{`,"unheard_limit_s":-1`, `,"unheard_limit_s":89`, `,"heartbeat_interval_s":2,"unheard_limit_s":5`} {
+		if _, err := with(bad); err == nil || !strings.Contains(err.Error(), "unheard_limit_s") {
+			t.Errorf("%q: %v, want an unheard_limit_s error", bad, err)
+		}
+	}
+}

@@ -50,6 +50,7 @@ type Bundle struct {
 	GuestAPI       wire.GuestAPIPolicy
 	PortB          int
 	IntervalS      int
+	UnheardLimitS  int // 0: the node never ends itself
 }
 
 // Config builds a Server.
@@ -195,6 +196,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if _, err := s.cfg.Registry.Complete(cl, registry.Enrolled{Serial: serial, GuestAPIPort: resp.GuestAPI.Port,
+		UnheardLimitS: resp.Heartbeat.UnheardLimitS,
 		MeshPort: resp.Mesh.Port, Ports: slices.Sorted(slices.Values(req.Ports))}); err != nil {
 		m.Enrollment(metrics.OutcomeError)
 		if errors.Is(err, registry.ErrConflict) {

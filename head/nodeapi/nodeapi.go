@@ -78,6 +78,13 @@ func (s *Server) forbidden(reason string, cause error) error {
 	return &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrForbidden}, Reason: reason, Cause: cause}
 }
 
+// unknownNode is port B's 403 for an instance the head has not enrolled or
+// has ended: its body says so, and the node ends its own rental on it.
+func (s *Server) unknownNode(cause error) error {
+	s.cfg.Metrics.Refusal("port_b", "not_enrolled_or_ended")
+	return &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrUnknownNode}, Reason: "not_enrolled_or_ended", Cause: cause}
+}
+
 // authorize runs the certificate checks of SPEC §7 that need no body and
 // returns the instance the certificate names.
 func (s *Server) authorize(r *http.Request) (string, error) {
@@ -94,7 +101,7 @@ func (s *Server) authorize(r *http.Request) (string, error) {
 	}
 	node, ok := s.cfg.Registry.Live(id)
 	if !ok {
-		return "", s.forbidden("not_enrolled_or_ended", nil)
+		return "", s.unknownNode(nil)
 	}
 	if pki.SerialHex(leaf.SerialNumber) != node.Serial {
 		return "", s.forbidden("superseded_serial", nil)
@@ -131,7 +138,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	}
 	action, err := s.cfg.Registry.Heartbeat(hb)
 	if err != nil {
-		return s.forbidden("not_enrolled_or_ended", err)
+		return s.unknownNode(err)
 	}
 	if hb.HealthToken != "" {
 		s.mu.Lock()

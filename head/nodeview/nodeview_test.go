@@ -137,3 +137,23 @@ func TestStoryShowsRayReport(t *testing.T) {
 		t.Errorf("an escape sequence from the node reached the terminal:\n%q", out)
 	}
 }
+
+// TestStoryShowsSelfEnd: `head node` says when a node ends its own rental
+// if the head stays silent: its limit counted from its last heartbeat, and
+// "never" for a node whose bundle named no limit.
+func TestStoryShowsSelfEnd(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	last := now.Add(-10 * time.Minute)
+	n := wire.Node{InstanceID: "i-1", State: wire.StateEnrolled, EnrolledAt: now.Add(-time.Hour), LastHeartbeat: &last, UnheardLimitS: 1800}
+	var b strings.Builder
+	Story{Match: Match{Node: &n}, Now: now}.Print(&b)
+	if want := "after 30m0s unheard: at 2026-11-30T12:20:00Z (in 20m0s) if the head stays silent"; !strings.Contains(b.String(), want) {
+		t.Errorf("story lacks %q:\n%s", want, b.String())
+	}
+	n.UnheardLimitS = 0
+	b.Reset()
+	Story{Match: Match{Node: &n}, Now: now}.Print(&b)
+	if !strings.Contains(b.String(), "ends itself     never") {
+		t.Errorf("story of a node without a limit:\n%s", b.String())
+	}
+}

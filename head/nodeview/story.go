@@ -64,6 +64,7 @@ func (s Story) Print(w io.Writer) {
 			hb = s.when(*n.LastHeartbeat) + fmt.Sprintf(" (seq %d)", n.Seq)
 		}
 		line("last heartbeat", hb)
+		line("ends itself", s.selfEnd(n))
 		line("ray", rayLine(n.Ray))
 		if r := n.RayReport; r != nil {
 			line("last ray report", r.Event+", "+s.when(r.At)+prefixed(": ", r.Detail))

@@ -136,6 +136,8 @@ type Enrolled struct {
 	GuestAPIPort int
 	MeshPort     int   // the mesh's port of the 64 (0: none)
 	Ports        []int // the node's 64, sorted
+	// UnheardLimitS is the bundle's heartbeat.unheard_limit_s.
+	UnheardLimitS int
 }
 
 // Complete turns a claimed candidate into a node with the serial of its
@@ -160,6 +162,7 @@ func (r *Registry) Complete(cl *Claim, e Enrolled) (wire.Node, error) {
 		PublicIP: c.PublicIP, HostID: c.HostID, State: wire.StateEnrolled,
 		Serial: e.Serial, EnrolledAt: now, Health: wire.HealthUnknown, GuestAPIPort: e.GuestAPIPort,
 		MeshPort: e.MeshPort, Ports: slices.Clone(e.Ports),
+		UnheardLimitS: e.UnheardLimitS,
 	}
 	sr := IssuedSerial{InstanceID: n.InstanceID, Serial: e.Serial, IssuedAt: now}
 	err := r.commit("complete", func(w writer) error {

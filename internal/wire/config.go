@@ -26,6 +26,9 @@ type Config struct {
 	// Optional knobs beyond the SPEC's names; zero means the default.
 	HeartbeatIntervalS     int `json:"heartbeat_interval_s,omitempty"`     // default 30
 	HealthFailureThreshold int `json:"health_failure_threshold,omitempty"` // default 3
+	// UnheardLimitS is how long a node may go without a heartbeat answered
+	// before it ends its own rental (absent: 1800; 0: never).
+	UnheardLimitS *int `json:"unheard_limit_s,omitempty"`
 }
 
 // AutoscalerConfig is the config's autoscaler block.

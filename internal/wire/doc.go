@@ -43,6 +43,11 @@
 //	   [{instance_id, public_ip, mesh_port, ports}]} when the membership
 //	   changed; admin API nodes gain mesh_port and ports. Mesh wire:
 //	   agent/mesh's package comment.
+//	   Later, additive (issue 31): config unheard_limit_s (default 1800, 0
+//	   never) reaches the bundle's heartbeat.unheard_limit_s; a node unheard
+//	   that long ends its own rental; port B's 403 for an unknown or ended
+//	   instance says {"error":"unknown_node"} (was "forbidden"), and the node
+//	   ends its rental at once on it. Admin API nodes gain unheard_limit_s.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -78,6 +83,11 @@ const (
 	EnvRayMaxRestarts   = "RAYVAST_RAY_MAX_RESTARTS"   // restarts allowed in the window
 	EnvRayRestartWindow = "RAYVAST_RAY_RESTART_WINDOW" // Go duration, e.g. 10m
 	EnvRayRestartDelay  = "RAYVAST_RAY_RESTART_DELAY"  // first backoff, doubling
+
+	// EnvVastURL is where the agent reaches vast's API to end its own
+	// instance (SPEC §9); unset: https://console.vast.ai. tools/fakevast
+	// sets it; vast does not.
+	EnvVastURL = "RAYVAST_VAST_URL"
 
 	// Set by vast itself; the RAYVAST_ names above win over these.
 	EnvVastContainerID = "CONTAINER_ID"

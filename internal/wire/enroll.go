@@ -206,4 +206,7 @@ type GuestAPIGrant struct {
 type HeartbeatParams struct {
 	Port      int `json:"port"`
 	IntervalS int `json:"interval_s"`
+	// UnheardLimitS is how long the node may go without a heartbeat
+	// answered before it ends its own rental (SPEC §9); 0 or absent: never.
+	UnheardLimitS int `json:"unheard_limit_s,omitempty"`
 }

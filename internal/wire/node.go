@@ -33,6 +33,9 @@ type Node struct {
 	// (ray_not_joined with Ray's last words, ray_exited, …), memory only
 	// like heartbeats; absent until one comes. Detail came from the node.
 	RayReport *RayReport `json:"ray_report,omitempty"`
+	// UnheardLimitS is what its bundle told the node: unheard that long,
+	// it ends its own rental (issue 31); 0: never.
+	UnheardLimitS int `json:"unheard_limit_s,omitempty"`
 }
 
 // RayReport is one report of a node's Ray as the head received it.

@@ -56,7 +56,9 @@ type flow struct {
 	logs             *rvtest.Buffer
 	proc             *exec.Cmd
 	done             chan error
-	min, max         int // the node type's workers (default 2 and 3)
+	min, max         int    // the node type's workers (default 2 and 3)
+	cfgExtra         string // more config fields, each with its leading comma
+	fakeURL          string // the fake's API
 }
 
 func TestVastFlow(t *testing.T) {
@@ -218,12 +220,17 @@ func openFlow(ctx context.Context, t *testing.T, name string, cleanup time.Durat
 // serveFake serves the fake vast API (cfg with the flow's backend and log)
 // until the test ends, and returns its URL.
 func (f *flow) serveFake(cfg fakevast.Config) string {
-	cfg.Backend, cfg.Log = f.be, slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")
+	cfg.Backend, cfg.Log = f.be, slogFor(f)
 	f.fake = fakevast.New(cfg)
 	api := httptest.NewServer(f.fake.Handler())
 	f.t.Cleanup(api.Close)
 	f.gw = f.be.Gateway().String()
+	f.fakeURL = api.URL
 	return api.URL
+}
+
+func slogFor(f *flow) *slog.Logger {
+	return slog.New(slog.NewTextHandler(f.logs, nil)).With("who", "fakevast")
 }
 
 func (f *flow) build(ctx context.Context) {
@@ -243,9 +250,9 @@ func (f *flow) setup(ctx context.Context, apiURL, img string) {
 	if out, err := f.run(ctx, "init", "--state", f.state, "--ip", f.gw, "--cluster", f.name); err != nil {
 		f.t.Fatalf("head init: %v\n%s", err, out)
 	}
-	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":2,
+	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":2%s,
 		"node_types":{"cpu":{"gpus":0,"min_workers":%d,"max_workers":%d,"resources":{},"labels":{}}},
-		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw, max(f.min, 2), max(f.max, 3))
+		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw, f.cfgExtra, max(f.min, 2), max(f.max, 3))
 	vcfg := fmt.Sprintf(`{"image":%q,"node_types":{"cpu":{"gpu_name":"fake-cpu","max_dph":1}}}`, img)
 	for p, s := range map[string]string{f.cfg: cfg, f.vcfg: vcfg} {
 		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {

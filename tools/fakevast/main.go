@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	retryAfter := fs.Duration("retry-after", 0, "put Retry-After on every 429 (0: none, as vast's reference says)")
 	oversell := fs.Bool("oversell", false, "sell an offer again while rented (vast does when two creates race)")
 	noDocker := fs.Bool("no-docker", false, "run nothing: instances get documentation IPs (API only)")
+	scoped := fs.Bool("scoped-key", false, "the account key lacks billing_read: GET /api/v1/invoices/ is refused (401)")
 	cleanup := fs.Bool("cleanup", false, "remove every container of --name and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg := fakevast.Config{Key: key, Offers: list, StartDelay: *delay, MinInterval: *minInterval, NoLimits: *noLimits, RefuseDestroys: *refuse,
-		SearchQuota: *quota, RetryAfter: *retryAfter, Oversell: *oversell, Log: log}
+		SearchQuota: *quota, RetryAfter: *retryAfter, Oversell: *oversell, ScopedKey: *scoped, Log: log}
 	out := map[string]string{}
 	if !*noDocker {
 		img := *image

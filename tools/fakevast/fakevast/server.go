@@ -161,8 +161,16 @@ type Config struct {
 	// offer twice when two creates race.
 	Oversell bool
 	Backend  Backend // nil: instances run nowhere (API tests)
-	Now      func() time.Time
-	Log      *slog.Logger
+	// ContainerURL, when set, is given to every container as
+	// RAYVAST_VAST_URL: where its agent reaches this fake to end its own
+	// instance (vast's containers reach console.vast.ai, the agent's default).
+	ContainerURL string
+	// ScopedKey makes the account's key one without billing_read (as
+	// permissions.mdx recommends for an autoscaler): GET /api/v1/invoices/
+	// is refused (instancekey.go).
+	ScopedKey bool
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 // Instance is the fake's record of one rental.
@@ -183,6 +191,10 @@ type Instance struct {
 	Destroyed bool
 	Stopped   bool   // created stopped (StartsStopped)
 	Vanished  string // actual_status after its host lost it (Vanish)
+	APIKey    string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	// DestroyedByOwnKey: the destroy came with the instance's own key.
+	DestroyedByOwnKey bool
+	DestroyedAt       time.Time
 }
 
 // Server is the fake API. Safe for concurrent use.
@@ -239,6 +251,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v0/instances/{id}/", s.show)
 	mux.HandleFunc("DELETE /api/v0/instances/{id}/", s.destroy)
 	mux.HandleFunc("GET /api/v0/users/current", s.user)
+	mux.HandleFunc("GET /api/v1/invoices/", s.invoices)
 	mux.HandleFunc("GET /api/v0/users/current/", s.user)
 	return s.guard(mux)
 }
@@ -253,8 +266,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		s.mu.Lock()
 		revoked := s.revoked
+		own := ok && s.instanceKeyAllows(tok, r)
 		s.mu.Unlock()
-		if !ok || revoked || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Key)) != 1 {
+		kind := accountKey
+		if own {
+			kind = instanceKey
+		}
+		r = withKeyKind(r, kind)
+		if !own && (!ok || revoked || subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Key)) != 1) {
 			// vast answers a wrong or revoked key 404 with an auth_error
 			// body, not 401 (README: peers' reports).
 			fail(w, http.StatusNotFound, "auth_error", "Invalid or missing API key")
@@ -442,6 +461,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.instances[id] = in
 	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
 		Ports: in.Ports, GPUs: in.Offer.NumGPUs, Unsafe: in.Offer.Unsafe, APIKey: randomHex(32)}
+	in.APIKey = launch.APIKey
+	if s.cfg.ContainerURL != "" {
+		launch.Env[wire.EnvVastURL] = s.cfg.ContainerURL
+	}
 	for k, v := range req.Env {
 		if !strings.HasPrefix(k, "-p ") {
 			launch.Env[k] = v
@@ -561,6 +584,7 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.Destroyed = true
+	in.DestroyedByOwnKey, in.DestroyedAt = byInstanceKey(r), s.cfg.Now()
 	for i := range s.offers {
 		if s.offers[i].ID == in.Offer.ID {
 			s.offers[i].Rented = false
@@ -573,7 +597,7 @@ func (s *Server) destroy(w http.ResponseWriter, r *http.Request) {
 			s.cfg.Log.Error("fakevast: stop failed", "instance", in.ID, "err", err)
 		}
 	}
-	s.cfg.Log.Info("fakevast: instance destroyed", "instance", in.ID)
+	s.cfg.Log.Info("fakevast: instance destroyed", "instance", in.ID, "by_own_key", byInstanceKey(r))
 	writeJSON(w, http.StatusOK, map[string]any{"success": true})
 }
 
