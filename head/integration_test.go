@@ -217,8 +217,8 @@ func TestHeadBinary(t *testing.T) {
 	if st := adminDo(t, adm, "DELETE", "/v1/candidates/"+c2.CandidateID, nil, nil); st != 204 {
 		t.Errorf("DELETE: %d", st)
 	}
-	if st, body, _ := fakeagent.Post(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 2, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"unknown_node"}` {
-		t.Errorf("heartbeat after DELETE: %d %s, want 403 unknown_node", st, body)
+	if st, body, hdr, _ := fakeagent.PostFull(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 2, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"forbidden"}` || hdr.Get(wire.NodeStatusHeader) != wire.NodeUnknown {
+		t.Errorf("heartbeat after DELETE: %d %s %s=%q, want 403 forbidden, unknown node", st, body, wire.NodeStatusHeader, hdr.Get(wire.NodeStatusHeader))
 	}
 
 	// Slow clients are cut off in seconds, not minutes.

@@ -277,7 +277,8 @@ func post(ctx context.Context, hc *http.Client, url string, body any) (*http.Res
 func statusError(op string, resp *http.Response) error {
 	var body wire.ErrorBody
 	_ = wire.Decode(io.LimitReader(resp.Body, wire.MaxBody), wire.MaxBody, &body)
-	err := &StatusError{Op: op, Code: resp.StatusCode, Word: body.Error}
+	err := &StatusError{Op: op, Code: resp.StatusCode, Word: body.Error,
+		Unknown: resp.Header.Get(wire.NodeStatusHeader) == wire.NodeUnknown}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return backoff.Transient(op, err)
 	}

@@ -25,7 +25,7 @@ func (c *clock) now() time.Time { return c.t }
 
 var (
 	down     = backoff.Transient("post", fmt.Errorf("connection refused"))
-	unknown  = &heartbeat.StatusError{Op: "heartbeat", Code: 403, Word: wire.ErrUnknownNode}
+	unknown  = &heartbeat.StatusError{Op: "heartbeat", Code: 403, Word: wire.ErrForbidden, Unknown: true}
 	refused  = &heartbeat.StatusError{Op: "heartbeat", Code: 403, Word: wire.ErrForbidden}
 	overload = backoff.Transient("heartbeat", &heartbeat.StatusError{Op: "heartbeat", Code: 503, Word: "busy"})
 )
@@ -75,7 +75,7 @@ func TestWatchStartsAtEnrollment(t *testing.T) {
 	}
 }
 
-// TestWatchUnknownNodeAtOnce: the head's 403 unknown_node ends the node at
+// TestWatchUnknownNodeAtOnce: the head's 403 saying unknown node ends the node at
 // the first such answer; a 403 of another cause (forbidden) does not.
 func TestWatchUnknownNodeAtOnce(t *testing.T) {
 	c := &clock{time.Unix(1e9, 0)}

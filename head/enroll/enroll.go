@@ -197,7 +197,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) error {
 	}
 	if _, err := s.cfg.Registry.Complete(cl, registry.Enrolled{Serial: serial, GuestAPIPort: resp.GuestAPI.Port,
 		UnheardLimitS: resp.Heartbeat.UnheardLimitS,
-		MeshPort: resp.Mesh.Port, Ports: slices.Sorted(slices.Values(req.Ports))}); err != nil {
+		MeshPort:      resp.Mesh.Port, Ports: slices.Sorted(slices.Values(req.Ports))}); err != nil {
 		m.Enrollment(metrics.OutcomeError)
 		if errors.Is(err, registry.ErrConflict) {
 			e := *refused

@@ -79,10 +79,12 @@ func (s *Server) forbidden(reason string, cause error) error {
 }
 
 // unknownNode is port B's 403 for an instance the head has not enrolled or
-// has ended: its body says so, and the node ends its own rental on it.
+// has ended: SPEC §7's body, and a header that says so, on which the node
+// ends its own rental.
 func (s *Server) unknownNode(cause error) error {
 	s.cfg.Metrics.Refusal("port_b", "not_enrolled_or_ended")
-	return &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrUnknownNode}, Reason: "not_enrolled_or_ended", Cause: cause}
+	return &answer.Error{Status: http.StatusForbidden, Body: wire.ErrorBody{Error: wire.ErrForbidden}, Reason: "not_enrolled_or_ended", Cause: cause,
+		Header: map[string]string{wire.NodeStatusHeader: wire.NodeUnknown}}
 }
 
 // authorize runs the certificate checks of SPEC §7 that need no body and

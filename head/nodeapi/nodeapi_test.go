@@ -143,19 +143,24 @@ func TestHeartbeatMatrix(t *testing.T) {
 						want = 204
 					}
 				}
-				st, got := p.post(t, c.from, c.cert, path, body)
+				st, raw, hdr, err := fakeagent.PostFull(context.Background(), fakeagent.Client(c.from, p.ca.Pool(), c.cert), p.url+path, body)
+				if err != nil {
+					t.Fatalf("post %s: %v", path, err)
+				}
+				got := string(raw)
 				if st != want {
 					t.Errorf("%s: %d %s, want %d", path, st, got, want)
 				}
-				// The head's word that it does not know the node (the node
-				// ends its rental on it) only for an instance it has not
-				// enrolled or has ended; every other refusal says forbidden.
-				word := wire.ErrForbidden
-				if c.name == "ended instance" || c.name == "never enrolled" {
-					word = wire.ErrUnknownNode
+				// Every refusal says SPEC §7's forbidden; the head's word
+				// that it does not know the node (the node ends its rental
+				// on it) is a header, only for an instance it has not
+				// enrolled or has ended.
+				wantUnknown := c.name == "ended instance" || c.name == "never enrolled"
+				if want == 403 && got != `{"error":"forbidden"}` {
+					t.Errorf("%s: body %s, want forbidden", path, got)
 				}
-				if want == 403 && got != `{"error":"`+word+`"}` {
-					t.Errorf("%s: body %s, want %s", path, got, word)
+				if unknown := hdr.Get(wire.NodeStatusHeader) == wire.NodeUnknown; want == 403 && unknown != wantUnknown {
+					t.Errorf("%s: says unknown node %v, want %v", path, unknown, wantUnknown)
 				}
 			}
 		})

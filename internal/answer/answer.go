@@ -21,9 +21,10 @@ import (
 // Reason to the log only.
 type Error struct {
 	Status int
-	Body   any    // JSON body; nil = wire.ErrorBody{Error: http.StatusText}
-	Reason string // short, for the log
-	Cause  error  // for the log; never holds a secret
+	Body   any               // JSON body; nil = wire.ErrorBody{Error: http.StatusText}
+	Reason string            // short, for the log
+	Cause  error             // for the log; never holds a secret
+	Header map[string]string // extra response headers, optional
 }
 
 func (e *Error) Error() string {
@@ -74,6 +75,9 @@ func Func(log *slog.Logger, fn func(w http.ResponseWriter, r *http.Request) erro
 			attrs = append(attrs, "err", e.Cause.Error())
 		}
 		log.Log(r.Context(), level, "request failed", attrs...)
+		for k, v := range e.Header {
+			w.Header().Set(k, v)
+		}
 		JSON(w, e.Status, e.ClientBody())
 	}
 }

@@ -46,8 +46,8 @@
 //	   Later, additive (issue 31): config unheard_limit_s (default 1800, 0
 //	   never) reaches the bundle's heartbeat.unheard_limit_s; a node unheard
 //	   that long ends its own rental; port B's 403 for an unknown or ended
-//	   instance says {"error":"unknown_node"} (was "forbidden"), and the node
-//	   ends its rental at once on it. Admin API nodes gain unheard_limit_s.
+//	   instance carries the header Rayvast-Node-Status: unknown (its body
+//	   stays {"error":"forbidden"}), and the node ends its rental at once. Admin API nodes gain unheard_limit_s.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

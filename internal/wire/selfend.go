@@ -1,6 +1,10 @@
 package wire
 
-// ErrUnknownNode is port B's 403 for a certificate whose instance the head
-// has not enrolled or has ended (issue 31): the node ends its own rental
-// at once on it (SPEC §9). Other 403s on port B say ErrForbidden.
-const ErrUnknownNode = "unknown_node"
+// NodeStatusHeader on port B's 403 for a certificate whose instance the
+// head has not enrolled or has ended carries NodeUnknown (issue 31): the
+// node ends its own rental at once on it (SPEC §9). The body stays SPEC
+// §7's {"error":"forbidden"}, the same as every other port B refusal.
+const (
+	NodeStatusHeader = "Rayvast-Node-Status"
+	NodeUnknown      = "unknown"
+)

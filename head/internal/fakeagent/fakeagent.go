@@ -168,25 +168,31 @@ func Client(sourceIP string, ca *x509.CertPool, cert *tls.Certificate) *http.Cli
 // Post sends v as JSON (or raw bytes when v is []byte) and returns the
 // status and body.
 func Post(ctx context.Context, c *http.Client, url string, v any) (int, []byte, error) {
+	st, b, _, err := PostFull(ctx, c, url, v)
+	return st, b, err
+}
+
+// PostFull is Post that also returns the answer's headers.
+func PostFull(ctx context.Context, c *http.Client, url string, v any) (int, []byte, http.Header, error) {
 	body, ok := v.([]byte)
 	if !ok {
 		var err error
 		if body, err = json.Marshal(v); err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return resp.StatusCode, b, resp.Header, err
 }
 
 // KeyPair parses the cert and key of an enroll answer.
