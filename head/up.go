@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/config"
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/shim"
 	"github.com/rayvast/rayvast/head/statedir"
@@ -80,12 +81,21 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "head up: %v\n", err)
 		return 2
 	}
+	f.provider = providerKind("", cfg)
+	f.nft = headNft
+	if err := checkFirewall(ctx, *f, f.nft); err != nil {
+		fmt.Fprintf(stderr, "head up: %v\n", err)
+		return 2
+	}
 	out := stdout
 	if u.quiet {
 		out = io.Discard
 	}
 	return up(ctx, u, cfg, newProgress(out), stderr)
 }
+
+// headNft runs head up's and head serve's nft scripts (nil: the nft binary); tests set it.
+var headNft func(ctx context.Context, script string) error
 
 // defaultStateDir is the state dir of a config: NAME.state beside NAME.json.
 func defaultStateDir(cfgPath string) string {
@@ -268,6 +278,10 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 		listening: func(a, b, sock string) {
 			r.listened.Store(true)
 			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
+			if firewallOn(r.f) {
+				r.p.step("firewall: on (nftables table inet %s): ports A and B and the Ray head's ports take connections only from the candidates' and nodes' IPs and this machine",
+					firewall.TableForStateDir(r.st.Dir))
+			}
 			if r.autoscalerYAML == "" {
 				if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
 					r.log.Warn("autoscaler yaml", "err", err)
