@@ -345,7 +345,7 @@ func TestUpAutoscaler(t *testing.T) {
 	}
 	plugins := filepath.Join(state, PluginDir)
 	fr, _ := filepath.Abs("../test/fakeray")
-	if got, want := rec.Env["PYTHONPATH"], plugins+":"+fr; got != want {
+	if got, want := rec.Env["PYTHONPATH"], plugins+":"+filepath.Join(state, "ray-head", "shim")+":"+fr; got != want {
 		t.Errorf("Ray head PYTHONPATH = %q, want %q", got, want)
 	}
 	if got := rec.Env["AUTOSCALER_HEARTBEAT_TIMEOUT_S"]; got != rayhead.HeartbeatTimeoutS {
