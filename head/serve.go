@@ -25,6 +25,9 @@ type serveFlags struct {
 	listenA, listenB, provider, logLevel   string
 	firewall                               string
 	retention                              time.Duration
+	// nft runs nft scripts for the firewall (nil: the nft binary); tests
+	// set it.
+	nft func(ctx context.Context, script string) error
 }
 
 // Refusal rate limit per source IP: a burst of 10 (SPEC §6), then one more
@@ -85,10 +88,10 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	case f.firewall != "on" && f.firewall != "off" && f.firewall != "auto":
 		fmt.Fprintf(stderr, "head serve: --firewall %q: want on, off or auto\n", f.firewall)
 		return 2
-	case f.firewall == "on" && f.provider == "none":
-		// The rules follow the built-in provider's rentals; with an external
-		// provider the head does not know when a candidate starts running.
-		fmt.Fprintln(stderr, "head serve: --firewall on needs --provider docker or vast")
+	}
+	f.nft = headNft
+	if err := checkFirewall(context.Background(), f, f.nft); err != nil {
+		fmt.Fprintf(stderr, "head serve: %v\n", err)
 		return 2
 	}
 	var level slog.Level
@@ -167,6 +170,7 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 			Blocklist: block, Status: driver.ProviderStatus,
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
 			Firewall:    firewallOn(f),
+			Nft:         f.nft,
 			RayPorts:    hooks.rayPorts,
 			MaxDPHTotal: cfg.MaxDPHTotal,
 			RayScales:   cfg.Autoscaler != nil,
@@ -177,6 +181,16 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 			return err
 		}
 		defer stopLoop()
+	} else if firewallOn(f) {
+		// An external provider rents (none): the firewall follows the
+		// candidates and nodes it names through the admin API.
+		stopGuard, err := reconcile.StartGuard(ctx, reconcile.GuardConfig{Admin: p.admin, StateDir: st.Dir,
+			Ports: []int{ls.portA(), ls.portB()}, RayPorts: hooks.rayPorts, Nft: f.nft, Log: log.With("part", "firewall")})
+		if err != nil {
+			ls.close()
+			return err
+		}
+		defer stopGuard()
 	}
 	stopLoops, waitLoops := startLoops(reg, f.retention, p, driver, cfg, st, log)
 	servers := httpServers(p, ls, st, log)

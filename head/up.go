@@ -21,8 +21,11 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/config"
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/shim"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/rayenv"
 )
 
@@ -78,12 +81,21 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "head up: %v\n", err)
 		return 2
 	}
+	f.provider = providerKind("", cfg)
+	f.nft = headNft
+	if err := checkFirewall(ctx, *f, f.nft); err != nil {
+		fmt.Fprintf(stderr, "head up: %v\n", err)
+		return 2
+	}
 	out := stdout
 	if u.quiet {
 		out = io.Discard
 	}
 	return up(ctx, u, cfg, newProgress(out), stderr)
 }
+
+// headNft runs head up's and head serve's nft scripts (nil: the nft binary); tests set it.
+var headNft func(ctx context.Context, script string) error
 
 // defaultStateDir is the state dir of a config: NAME.state beside NAME.json.
 func defaultStateDir(cfgPath string) string {
@@ -242,7 +254,7 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 					r.p.step("Ray autoscaler: node types %s have no cpus: Ray launches none of them for CPU tasks until one runs (set cpus)", strings.Join(ts, ", "))
 				}
 			}
-			run, err := startRayHead(r.st, r.u.python, r.cfg.Ray.HeadAddress, as, r.log)
+			run, err := startRayHead(r.st, r.cfg, r.u.python, as, r.rayFailing, r.log)
 			if err != nil {
 				return err
 			}
@@ -266,6 +278,10 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 		listening: func(a, b, sock string) {
 			r.listened.Store(true)
 			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
+			if firewallOn(r.f) {
+				r.p.step("firewall: on (nftables table inet %s): ports A and B and the Ray head's ports take connections only from the candidates' and nodes' IPs and this machine",
+					firewall.TableForStateDir(r.st.Dir))
+			}
 			if r.autoscalerYAML == "" {
 				if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
 					r.log.Warn("autoscaler yaml", "err", err)
@@ -285,6 +301,13 @@ func (r *upRun) rayPorts() func() ([]int, error) {
 		return nil
 	}
 	return rayHeadPorts(r.st.Dir)
+}
+
+// rayFailing tells the user that the Ray head fails the same way again,
+// with Ray's own last words (also in head status).
+func (r *upRun) rayFailing(times int, words string) {
+	r.p.step("Ray head: failed %d times in a row the same way, before it came up; Ray's last words (log %s):\n    %s",
+		times, r.st.Path("ray-head.log"), strings.ReplaceAll(termtext.Lines(words), "\n", "\n    "))
 }
 
 // announceRayHead prints a step once the Ray head first runs (its GCS
@@ -350,27 +373,76 @@ func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), erro
 // startRayHead writes (once) the Ray head's TLS and token files into
 // STATE/ray-head and starts its supervisor.
 // With as set, Ray's autoscaler runs on the Ray head with the plugin.
-func startRayHead(st *statedir.State, python, address string, as *autoscaling, log *slog.Logger) (*rayhead.Run, error) {
+// The Ray head's ports are chosen free (rayhead.PickPorts) and its
+// doors without a certificate kept on loopback by the shim
+// (rayheadShim); failing reports a Ray head that fails the same way
+// again.
+func startRayHead(st *statedir.State, cfg *config.Config, python string, as *autoscaling, failing func(int, string), log *slog.Logger) (*rayhead.Run, error) {
+	address := cfg.Ray.HeadAddress
+	host, portText, _ := net.SplitHostPort(address)
+	gcs, _ := strconv.Atoi(portText)
+	headIP, err := netip.ParseAddr(host)
+	if err != nil || !headIP.Unmap().Is4() {
+		// The shim's loopback rule is IPv4 (head/shim): without it Ray 2.52's
+		// job agent would take anyone's job on the head's IP.
+		return nil, fmt.Errorf("ray.head_address %s: the Ray head needs an IPv4 head IP (its job agent and metrics are kept on loopback by an IPv4 rule); run it elsewhere with --no-ray-head", address)
+	}
+	tmp := rayhead.TempDir(st.Dir)
+	if err := rayhead.CheckTempDir(tmp); err != nil {
+		return nil, err
+	}
+	if !rayhead.PortFree(gcs) {
+		return nil, fmt.Errorf("ray.head_address %s: port %d is in use on this machine (another cluster's Ray head? every cluster on one machine needs a GCS port of its own)", address, gcs)
+	}
+	ports, err := rayhead.PickPorts(gcs, nil)
+	if err != nil {
+		return nil, err
+	}
 	files, err := rayHeadFilesOnce(st, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	tmp := rayhead.TempDir(st.Dir)
-	dash := rayhead.DashboardPort()
-	argv := rayhead.WithDashboardPort(rayhead.Command(python, address, tmp), dash)
+	shimDir, err := rayheadShim(st)
+	if err != nil {
+		return nil, err
+	}
+	argv := rayhead.WithPorts(rayhead.Command(python, address, tmp), ports)
+	argv = rayhead.WithResources(argv, cfg.Ray.HeadResources)
 	env := rayhead.Env(os.Environ(), files.rayhead(), python)
+	env = rayhead.PortsEnv(env, ports, headIP.Unmap().String(), shimDir)
 	if as != nil {
 		argv = rayhead.WithAutoscaler(argv, as.config)
 		env = rayhead.AutoscalerEnv(env, as.pluginDir)
 	}
 	sup, err := rayhead.New(rayhead.Config{Command: argv, Env: env,
-		Address: address, Dashboard: net.JoinHostPort("127.0.0.1", strconv.Itoa(dash)), TempDir: tmp,
+		Address: address, Dashboard: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Dashboard)), TempDir: tmp,
+		Ports: &ports, OnFailing: failing,
 		LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {
 		return nil, err
 	}
 	return sup.Start()
+}
+
+// rayheadShim writes the built-in shim into STATE/ray-head/shim for the
+// Ray head's PYTHONPATH and returns that dir. On the head's machine the
+// node IP is local, so the shim rewrites nothing but its loopback ports.
+func rayheadShim(st *statedir.State) (string, error) {
+	dir := filepath.Join(st.Path("ray-head"), "shim")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("ray head shim: %w", err)
+	}
+	content, _ := shim.Default()
+	path := filepath.Join(dir, shim.Name)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, content, 0o600); err != nil {
+		return "", fmt.Errorf("ray head shim: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("ray head shim: %w", err)
+	}
+	return dir, nil
 }
 
 // rayHeadPython is the Ray head's Python: --python, $PYTHON, or python3,

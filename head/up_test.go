@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,8 +133,23 @@ func TestUp(t *testing.T) {
 	rec, _ := readFakeray(t, record)
 	rs, _, _ := rayhead.ReadStatus(state)
 	_, dash, _ := net.SplitHostPort(rs.Dashboard)
-	if got := strings.Join(rec.Argv, " "); dash == "" || got != "start --head --block --node-ip-address=127.0.0.1 --port="+addr[len("127.0.0.1:"):]+" --disable-usage-stats --temp-dir="+rayhead.TempDir(state)+" --dashboard-port="+dash {
-		t.Errorf("Ray head argv %q", got)
+	p := rs.Ports
+	if p == nil || strconv.Itoa(p.Dashboard) != dash {
+		t.Fatalf("Ray head status: ports %+v, dashboard %s", p, rs.Dashboard)
+	}
+	want := fmt.Sprintf("start --head --block --node-ip-address=127.0.0.1 --port=%s --disable-usage-stats --temp-dir=%s"+
+		" --dashboard-port=%d --dashboard-agent-listen-port=%d --metrics-export-port=%d --ray-client-server-port=%d --num-cpus=0 --num-gpus=0",
+		addr[len("127.0.0.1:"):], rayhead.TempDir(state), p.Dashboard, p.DashboardAgentHTTP, p.MetricsExport, p.RayClient)
+	if got := strings.Join(rec.Argv, " "); got != want {
+		t.Errorf("Ray head argv\n%q, want\n%q", got, want)
+	}
+	// The ports without a certificate stay on loopback (the shim) and the
+	// metrics ports Ray has no flag for come from its environment.
+	if rec.Env["NAT_SHIM"] != "127.0.0.1 127.0.0.1 0" || rec.Env["NAT_SHIM_LOOPBACK"] != fmt.Sprintf("%d,%d,%d,%d", p.DashboardAgentHTTP, p.MetricsExport, p.DashboardMetrics, p.AutoscalerMetrics) ||
+		rec.Env["DASHBOARD_METRIC_PORT"] != strconv.Itoa(p.DashboardMetrics) || rec.Env["AUTOSCALER_METRIC_PORT"] != strconv.Itoa(p.AutoscalerMetrics) ||
+		!strings.HasPrefix(rec.Env["PYTHONPATH"], filepath.Join(state, "ray-head", "shim")+":") {
+		t.Errorf("Ray head env: NAT_SHIM %q NAT_SHIM_LOOPBACK %q DASHBOARD_METRIC_PORT %q AUTOSCALER_METRIC_PORT %q PYTHONPATH %q",
+			rec.Env["NAT_SHIM"], rec.Env["NAT_SHIM_LOOPBACK"], rec.Env["DASHBOARD_METRIC_PORT"], rec.Env["AUTOSCALER_METRIC_PORT"], rec.Env["PYTHONPATH"])
 	}
 	tok, _ := os.ReadFile(rec.Env["RAY_AUTH_TOKEN_PATH"])
 	secrets, _ := os.ReadFile(filepath.Join(state, "secrets.json"))
@@ -328,7 +345,7 @@ func TestUpAutoscaler(t *testing.T) {
 	}
 	plugins := filepath.Join(state, PluginDir)
 	fr, _ := filepath.Abs("../test/fakeray")
-	if got, want := rec.Env["PYTHONPATH"], plugins+":"+fr; got != want {
+	if got, want := rec.Env["PYTHONPATH"], plugins+":"+filepath.Join(state, "ray-head", "shim")+":"+fr; got != want {
 		t.Errorf("Ray head PYTHONPATH = %q, want %q", got, want)
 	}
 	if got := rec.Env["AUTOSCALER_HEARTBEAT_TIMEOUT_S"]; got != rayhead.HeartbeatTimeoutS {

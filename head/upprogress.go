@@ -14,6 +14,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -185,6 +186,15 @@ func printRayHead(w io.Writer, stateDir string, now time.Time) {
 		fmt.Fprintf(w, "\nRAY HEAD: unreadable: %v\n", err)
 	case ok:
 		fmt.Fprintf(w, "\n%s\n", rayHeadLine(st, now))
+		if st.Ports != nil {
+			p := st.Ports
+			fmt.Fprintf(w, "  ports: GCS %d, dashboard %d (127.0.0.1), Ray Client %d; on loopback only: dashboard agent HTTP %d, metrics export %d, dashboard metrics %d, autoscaler metrics %d\n",
+				p.GCS, p.Dashboard, p.RayClient, p.DashboardAgentHTTP, p.MetricsExport, p.DashboardMetrics, p.AutoscalerMetrics)
+		}
+		if st.LastWords != "" && st.State != rayhead.Running {
+			fmt.Fprintf(w, "  failed %d times in a row the same way before it came up; Ray's last words:\n    %s\n",
+				st.Failing, strings.ReplaceAll(termtext.Lines(st.LastWords), "\n", "\n    "))
+		}
 	}
 }
 

@@ -50,6 +50,19 @@ func validateRay(r wire.RayHead) error {
 	if v := r.PythonVersion; v != "" && !pythonVersionRe.MatchString(v) {
 		return fmt.Errorf("ray.python_version %q: want 1 to 3 numeric parts like 3.11 or 3.11.7", v)
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.HeadResources)) {
+		v := r.HeadResources[k]
+		switch {
+		case k == "memory" || k == "object_store_memory":
+			return fmt.Errorf("ray.head_resources.%s: not settable here (Ray sizes it); want CPU, GPU or a custom resource", k)
+		case k == "" || strings.ContainsAny(k, " \t\n\",={}"):
+			return fmt.Errorf("ray.head_resources: resource name %q", k)
+		case v < 0 || v != math.Trunc(v):
+			return fmt.Errorf("ray.head_resources.%s: %v: want a whole number, 0 or more", k, v)
+		case v > maxResource:
+			return fmt.Errorf("ray.head_resources.%s: above Ray's maximum %g", k, maxResource)
+		}
+	}
 	return nil
 }
 

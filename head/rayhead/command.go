@@ -1,6 +1,7 @@
 package rayhead
 
 import (
+	"encoding/json"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -59,26 +60,6 @@ func ClientEnv(base []string, f Files, address, dashboard, python string) []stri
 // Dashboard is where a Ray head serves its dashboard and job API by
 // default: Ray's default port, on loopback only.
 const Dashboard = "127.0.0.1:8265"
-
-// WithDashboardPort is argv with the dashboard on port (on loopback, Ray's
-// default host): `head up` names it, so that `head run` reaches this
-// cluster's job API and not another Ray head's on the same machine.
-func WithDashboardPort(argv []string, port int) []string {
-	return append(append([]string(nil), argv...), "--dashboard-port="+strconv.Itoa(port))
-}
-
-// DashboardPort is the port for a Ray head's dashboard: Ray's default when
-// it is free on loopback, else the first free one after it (another Ray
-// head on this machine, a demo beside a cluster, holds 8265).
-func DashboardPort() int {
-	for p := 8265; p < 8365; p++ {
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-			l.Close()
-			return p
-		}
-	}
-	return 8265 // Ray then says which port is taken
-}
 
 // tlsVars are the TLS and token settings every Ray process of the cluster
 // gets. RAY_AUTH_TOKEN stays unset: the token reaches Ray as a file.
@@ -169,4 +150,24 @@ func AutoscalerEnv(env []string, pluginDir string) []string {
 		}
 	}
 	return append(env, "AUTOSCALER_HEARTBEAT_TIMEOUT_S="+HeartbeatTimeoutS)
+}
+
+// WithResources is argv with what the Ray head offers the cluster's work:
+// res's CPU and GPU (0 each when res names none: Ray's advice for a head
+// node, so tasks run on the rented nodes) and its custom resources.
+func WithResources(argv []string, res map[string]float64) []string {
+	out := append([]string(nil), argv...)
+	out = append(out, "--num-cpus="+strconv.FormatFloat(res["CPU"], 'f', -1, 64),
+		"--num-gpus="+strconv.FormatFloat(res["GPU"], 'f', -1, 64))
+	custom := map[string]float64{}
+	for k, v := range res {
+		if k != "CPU" && k != "GPU" {
+			custom[k] = v
+		}
+	}
+	if len(custom) > 0 {
+		b, _ := json.Marshal(custom) // sorted keys
+		out = append(out, "--resources="+string(b))
+	}
+	return out
 }

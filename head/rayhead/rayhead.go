@@ -58,6 +58,13 @@ type Status struct {
 	// `head env`.
 	Python    string `json:"python,omitempty"`
 	Dashboard string `json:"dashboard,omitempty"`
+	// Ports are the Ray head's ports head up chose (nil: not known).
+	Ports *Ports `json:"ports,omitempty"`
+	// LastWords are the last lines a run that exited before it came up
+	// printed (Ray's own reason), and Failing how many runs in a row did so
+	// with the same last line.
+	LastWords string `json:"last_words,omitempty"`
+	Failing   int    `json:"failing,omitempty"`
 }
 
 // Config is one supervised Ray head.
@@ -81,6 +88,12 @@ type Config struct {
 	MinBackoff, MaxBackoff, StableAfter time.Duration
 	// StopGrace is how long a SIGTERM is given before SIGKILL (default 10 s).
 	StopGrace time.Duration
+	// Ports are recorded in the status (nil: none).
+	Ports *Ports
+	// OnFailing is told each time a run exits before it came up with the
+	// same last line as the run before (failing counts them, 2 or more)
+	// and Ray's last words; nil: only logged.
+	OnFailing func(failing int, lastWords string)
 	Log       *slog.Logger
 	Now       func() time.Time
 }
@@ -90,6 +103,12 @@ type Supervisor struct {
 	cfg Config
 	mu  sync.Mutex
 	st  Status
+	// tail is the current run's last lines (its ID: tailID), for its last
+	// words.
+	tail   []string
+	tailID string
+	// outDone is closed once the current run's output is read to its end.
+	outDone chan struct{}
 }
 
 // New checks cfg and fills its defaults.
@@ -118,8 +137,11 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath, Python: cfg.Command[0], Dashboard: cfg.Dashboard}}, nil
+	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath, Python: cfg.Command[0], Dashboard: cfg.Dashboard, Ports: cfg.Ports}}, nil
 }
+
+// lastWordsLines is how many of a failed run's last lines are kept.
+const lastWordsLines = 5
 
 // Status returns the current state.
 func (s *Supervisor) Status() Status {
@@ -216,7 +238,11 @@ func (s *Supervisor) spawn(logf io.Writer) (*exec.Cmd, chan error, error) {
 		r.Close()
 		return nil, nil, fmt.Errorf("start ray head: %w", err)
 	}
-	go s.watchOutput(r, logf, id)
+	outDone := make(chan struct{})
+	s.mu.Lock()
+	s.tail, s.tailID, s.outDone = nil, id, outDone
+	s.mu.Unlock()
+	go func() { defer close(outDone); s.watchOutput(r, logf, id) }()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	s.set(func(st *Status) { st.State = Starting; st.PID = cmd.Process.Pid; st.ID = id })
@@ -233,6 +259,7 @@ func (s *Supervisor) watchOutput(r *os.File, logf io.Writer, id string) {
 		line, err := br.ReadString('\n')
 		if len(line) > 0 {
 			_, _ = io.WriteString(logf, line)
+			s.keepTail(id, line)
 			if strings.Contains(line, StartedLine) {
 				s.markRunning(id)
 			}
@@ -241,6 +268,45 @@ func (s *Supervisor) watchOutput(r *os.File, logf io.Writer, id string) {
 			return
 		}
 	}
+}
+
+// keepTail keeps line among run id's last lines.
+func (s *Supervisor) keepTail(id, line string) {
+	line = strings.TrimRight(line, "\r\n")
+	if strings.TrimSpace(line) == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tailID != id {
+		return
+	}
+	s.tail = append(s.tail, line)
+	if len(s.tail) > lastWordsLines {
+		s.tail = s.tail[len(s.tail)-lastWordsLines:]
+	}
+}
+
+// lastWords are the last run's last lines, once its output ended (or
+// after a second: Ray's daemons may hold the pipe).
+func (s *Supervisor) lastWords() string {
+	s.mu.Lock()
+	done := s.outDone
+	s.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.tail, "\n")
+}
+
+// lastLine is the last line of words.
+func lastLine(words string) string {
+	return words[strings.LastIndex(words, "\n")+1:]
 }
 
 func (s *Supervisor) markRunning(id string) {
@@ -252,7 +318,7 @@ func (s *Supervisor) markRunning(id string) {
 	}
 	s.set(func(st *Status) {
 		if st.ID == id && st.State == Starting {
-			st.State = Running
+			st.State, st.Failing, st.LastWords = Running, 0, ""
 		}
 	})
 	s.cfg.Log.Info("ray head running", "id", id, "address", s.cfg.Address)
@@ -264,15 +330,36 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
+// TempRoot is where the Ray heads' temp dirs are: /tmp, never $TMPDIR.
+// Ray puts Unix sockets in its temp dir (…/session_<date>_<pid>/sockets/
+// dash_DataHead and others), and a socket path may hold 107 bytes at most
+// (AF_UNIX): with a TMPDIR of 24 characters Ray's dashboard failed and the
+// Ray head never came up.
+var TempRoot = "/tmp"
+
 // TempDir is the Ray head's own temp dir for the state dir stateDir:
-// short (Ray's Unix socket paths in it must stay under 107 bytes), and one
+// short by construction (TempRoot/rv-<12 hex digits>, 20 bytes), and one
 // per state dir, so no other Ray on the machine shares its address file.
 func TempDir(stateDir string) string {
 	if abs, err := filepath.Abs(stateDir); err == nil {
 		stateDir = abs
 	}
 	sum := sha256.Sum256([]byte(stateDir))
-	return filepath.Join(os.TempDir(), "rayvast-"+hex.EncodeToString(sum[:6]))
+	return filepath.Join(TempRoot, "rv-"+hex.EncodeToString(sum[:6]))
+}
+
+// MaxTempDir is the longest temp dir whose Ray sockets fit in AF_UNIX's
+// 107 bytes: Ray adds "/session_2026-12-03_10-31-00_123456_4194304"
+// (43), "/sockets/" (9) and a socket's name (up to 32 allowed for here).
+const MaxTempDir = 107 - 43 - 9 - 32
+
+// CheckTempDir says why a Ray head cannot start in dir, before Ray fails
+// on it: a path too long for Ray's Unix sockets.
+func CheckTempDir(dir string) error {
+	if len(dir) > MaxTempDir {
+		return fmt.Errorf("ray head temp dir %s: %d bytes, at most %d fit: Ray's Unix socket paths in it (session dir, sockets/…) must stay within AF_UNIX's 107 bytes", dir, len(dir), MaxTempDir)
+	}
+	return nil
 }
 
 // Wait supervises until ctx ends, then stops the process (SIGTERM to its
@@ -299,8 +386,25 @@ func (r *Run) Wait(ctx context.Context) {
 			case s.cfg.Now().Sub(started) >= s.cfg.StableAfter:
 				delay, backoff = s.cfg.MinBackoff, s.cfg.MinBackoff
 			}
+			failing := 0
+			if !cameUp {
+				words := s.lastWords()
+				prev := s.Status().LastWords
+				failing = 1
+				if prev != "" && lastLine(prev) == lastLine(words) {
+					failing = s.Status().Failing + 1
+				}
+				s.set(func(st *Status) { st.LastWords, st.Failing = words, failing })
+			}
 			s.set(func(st *Status) { st.State = Restarting; st.PID = 0; st.LastExit = exit; st.Restarts++ })
 			s.cfg.Log.Warn("ray head exited; restarting", "exit", exit, "in", delay.String(), "log", s.cfg.LogPath)
+			if failing >= 2 {
+				words := s.Status().LastWords
+				s.cfg.Log.Warn("ray head fails the same way again", "times", failing, "last_words", lastLine(words))
+				if s.cfg.OnFailing != nil {
+					s.cfg.OnFailing(failing, words)
+				}
+			}
 			if delay > 0 {
 				select {
 				case <-ctx.Done():

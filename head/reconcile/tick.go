@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider"
@@ -286,15 +285,11 @@ func (p *pass) syncFirewall() {
 	if p.l.cfg.Firewall == nil {
 		return
 	}
-	ips := []string{}
-	seen := map[string]bool{}
+	live := make([]wire.Candidate, 0, len(p.live))
 	for _, c := range p.live {
-		if c.PublicIP != "" && !seen[c.PublicIP] && (c.State == wire.StateRunning || c.State == wire.StateEnrolled) {
-			seen[c.PublicIP] = true
-			ips = append(ips, c.PublicIP)
-		}
+		live = append(live, c)
 	}
-	sort.Strings(ips)
+	ips := allowedIPs(live)
 	if err := p.l.cfg.Firewall.Sync(ips); err != nil {
 		p.errs = append(p.errs, fmt.Errorf("firewall: %w", err))
 	}

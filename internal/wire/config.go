@@ -45,6 +45,11 @@ type RayHead struct {
 	// (SPEC §6 step 6a); PythonVersion compares as many parts as it gives.
 	Version       string `json:"version,omitempty"`
 	PythonVersion string `json:"python_version,omitempty"`
+	// HeadResources are what the Ray head offers the cluster's work
+	// (`head up`): "CPU", "GPU" and custom resources, whole numbers. None
+	// by default (Ray's advice for a head node: tasks run on the rented
+	// nodes, not beside the cluster CA's key).
+	HeadResources map[string]float64 `json:"head_resources,omitempty"`
 }
 
 // NodeType is one kind of worker and how many of it may join.

@@ -36,11 +36,12 @@ MODELLED = {
     "metrics-export-port": ("int", None),
     "disable-usage-stats": ("flag", False),
     "labels": ("str", ""),
+    "ray-client-server-port": ("int", 10001),
 }
 
 # The rest of Ray's `start` options (master, 2026-02).
 UNMODELLED = {
-    "redis-username", "redis-password", "redis-shard-ports", "ray-client-server-port",
+    "redis-username", "redis-password", "redis-shard-ports",
     "memory", "object-store-memory", "plasma-directory",
     "object-spilling-directory", "autoscaling-config", "no-redirect-output", "system-config",
     "enable-object-reconstruction", "no-monitor", "tracing-startup-hook",
