@@ -13,5 +13,8 @@
 // (DNAT), makes each of its connections to this machine come from its
 // public IP (SNAT), and loops its connections to its own public IP back
 // only with Options.Hairpin. With Options.PerIP candidates share an IP,
-// each with its own 64 ports.
+// each with its own 64 ports. Candidates never reach one another at their
+// private addresses, although they share the bridge: on vast they sit on
+// different hosts (ip forward rule plus a bridge-family table of the same
+// name; see isolationRules).
 package vastnet

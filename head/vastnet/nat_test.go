@@ -9,8 +9,10 @@ import (
 
 // TestNatRules: the table maps each public IP:port to its candidate, each
 // candidate to its public IP, refuses the rest of the public subnet but its
-// gateway, and skips the translation of a candidate's own public IP only
-// with hairpin off.
+// gateway, refuses candidate to candidate at private addresses (ip family:
+// not DNAT'd; bridge family: every frame forwarded between two of them),
+// and skips the translation of a candidate's own public IP only with
+// hairpin off.
 func TestNatRules(t *testing.T) {
 	pub := Network{Subnet: netip.MustParsePrefix("10.9.0.0/24"), Gateway: netip.MustParseAddr("10.9.0.1")}
 	eps := []Endpoint{
@@ -27,6 +29,13 @@ func TestNatRules(t *testing.T) {
 		"ct status dnat ip saddr @cands snat to ip saddr map @pubip",
 		"type nat hook input priority 90; policy accept;\n\t\tsnat to ip saddr map @pubip",
 		"ip daddr 10.9.0.0/24 ip daddr != 10.9.0.1 meta l4proto tcp reject with tcp reset",
+		// The private bridge refuses candidate to candidate (both ways:
+		// one rule, either address in the set).
+		"add table bridge rvdocker_x\ndelete table bridge rvdocker_x\ntable bridge rvdocker_x {",
+		"set cands {\n\t\ttype ipv4_addr\n\t\telements = { 10.8.0.2, 10.8.0.3 }",
+		"type filter hook forward priority -10; policy accept;\n\t\tip saddr @cands ip daddr @cands ct status dnat meta mark set meta mark | 0x100000\n" +
+			"\t\tip saddr @cands ip daddr @cands ct status & dnat == 0 reject with icmp type host-unreachable\n",
+		"type filter hook forward priority 10; policy accept;\n\t\tip saddr @cands ip daddr @cands meta mark & 0x100000 == 0 counter drop",
 	} {
 		if !strings.Contains(off, want) {
 			t.Errorf("hairpin off: rules lack %q:\n%s", want, off)

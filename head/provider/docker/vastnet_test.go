@@ -307,3 +307,131 @@ func TestOpenWithoutNft(t *testing.T) {
 		t.Errorf("Open without nft: %v, want the install hint", err)
 	}
 }
+
+// dialProbe runs in a candidate: it answers on its first port with its
+// name, then takes orders from the test over one connection to the head's
+// side: each line is an address to dial from inside; it answers "ok
+// <peer's line>" or "err <exception> <errno>".
+const dialProbe = `
+import os, socket, threading
+ports = [int(p) for p in os.environ["RAYVAST_PORTS"].split(",")]
+me = os.environ["RAYVAST_INSTANCE_ID"]
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", ports[0]))
+l.listen(16)
+def serve():
+    while True:
+        c, a = l.accept()
+        c.sendall(("name=%s peer=%s\n" % (me, a[0])).encode())
+        c.close()
+threading.Thread(target=serve, daemon=True).start()
+host, port = os.environ["TEST_HEAD"].rsplit(":", 1)
+ctl = socket.create_connection((host, int(port)), 30)
+ctl.sendall((me + "\n").encode())
+f = ctl.makefile("rw")
+for line in f:
+    h, p = line.strip().rsplit(":", 1)
+    try:
+        s = socket.create_connection((h, int(p)), 3)
+        s.settimeout(3)
+        f.write("ok " + s.makefile().readline().strip() + "\n")
+        s.close()
+    except Exception as e:
+        f.write("err %s %s\n" % (type(e).__name__, getattr(e, "errno", "")))
+    f.flush()
+`
+
+// TestVastNetworkRentalsApart: two rentals on the Docker vast network reach
+// each other only as on vast, where they sit on different hosts: at the
+// other's public IP:forwarded port (the answer names the peer and shows the
+// caller's public IP), never at its private IP:port (refused, in both
+// directions, although both sit on one Docker bridge and the listener is
+// the same socket); each still reaches the head's listener on the gateway.
+// Run against a table without the isolation (head/vastnet's bridge table
+// and forward rule) the private dials answer "ok".
+func TestVastNetworkRentalsApart(t *testing.T) {
+	r := openNetRig(t, vastnet.Options{})
+	ctl := map[string]*bufio.ReadWriter{}
+	conns := make(chan net.Conn, 2)
+	// The rig's head listener only records names; this one keeps the
+	// connection to send orders on.
+	l, err := net.Listen("tcp", net.JoinHostPort(r.p.Network().Gateway.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+		}
+	}()
+	var rts []provider.Rental
+	for _, id := range []string{"a", "b"} {
+		rt, err := r.p.Rent(r.ctx, provider.RentRequest{CandidateID: id, NodeType: "cpu", Command: `exec python3 -u -c "$TEST_SCRIPT"`,
+			Env: map[string]string{"TEST_SCRIPT": dialProbe, "TEST_HEAD": l.Addr().String()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts = append(rts, rt)
+	}
+	for range rts {
+		select {
+		case c := <-conns:
+			defer c.Close()
+			rw := bufio.NewReadWriter(bufio.NewReader(c), bufio.NewWriter(c))
+			name, _ := rw.ReadString('\n')
+			ctl[strings.TrimSpace(name)] = rw
+		case <-time.After(60 * time.Second):
+			for _, rt := range rts {
+				out, errOut, _ := r.p.eng.ContainerLogs(r.ctx, rt.InstanceID)
+				t.Logf("%s:\n%s%s", rt.InstanceID, out, errOut)
+			}
+			t.Fatalf("the rentals did not all call the head's side (%d of 2)", len(ctl))
+		}
+	}
+	priv := map[string]string{}
+	for _, rt := range rts {
+		info, err := r.p.eng.InspectContainer(r.ctx, rt.InstanceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := vastnet.EndpointFrom(info.Config.Labels)
+		if !ok {
+			t.Fatalf("no endpoint in %s's labels %v", rt.InstanceID, info.Config.Labels)
+		}
+		priv[rt.InstanceID] = e.Private.String()
+	}
+	dial := func(from, addr string) string {
+		rw := ctl[from]
+		if rw == nil {
+			t.Fatalf("no control connection from %s", from)
+		}
+		fmt.Fprintln(rw, addr)
+		rw.Flush()
+		line, err := rw.ReadString('\n') // within the probe's 3 s timeouts
+
+		if err != nil {
+			t.Fatalf("%s: no answer for %s: %v", from, addr, err)
+		}
+		return strings.TrimSpace(line)
+	}
+	port := strconv.Itoa(Ports()[0])
+	for i, from := range rts {
+		to := rts[1-i]
+		got := dial(from.InstanceID, net.JoinHostPort(to.PublicIP, port))
+		if want := "ok name=" + to.InstanceID + " peer=" + from.PublicIP; got != want {
+			t.Errorf("%s → %s's public IP:port %s:%s: %q, want %q (vast's path between rentals)", from.InstanceID, to.InstanceID, to.PublicIP, port, got, want)
+		}
+		got = dial(from.InstanceID, net.JoinHostPort(priv[to.InstanceID], port))
+		if !strings.HasPrefix(got, "err ") {
+			t.Errorf("%s → %s's private IP:port %s:%s: %q, want an error: on vast rentals are on different hosts", from.InstanceID, to.InstanceID, priv[to.InstanceID], port, got)
+		} else {
+			t.Logf("%s → %s's private %s:%s: %s", from.InstanceID, to.InstanceID, priv[to.InstanceID], port, got)
+		}
+	}
+}
