@@ -291,12 +291,14 @@ func (c *rayCluster) waitRayHeadSettled(t *testing.T, limit time.Duration) {
 	})
 }
 
-// metricsControl fails t unless some exposed listener of the Ray head
-// answers GET /metrics with 200 to the head's machine: the Prometheus
-// servers the stranger must not reach are there for the cluster. Some come
-// up after the rest (Ray 2.52's autoscaler monitor), and a loaded machine
-// answers slowly, so it asks every listener, at its own bound address,
-// again for up to two minutes; a failure names what each one answered.
+// metricsControl fails t unless some listener of the Ray head answers GET
+// /metrics with 200 to the head's machine (the Prometheus servers the
+// stranger must not reach are there for the cluster), and fails it if one
+// that does is exposed (not loopback): head up puts them on loopback
+// (issue 29). Some come up after the rest (Ray 2.52's autoscaler monitor),
+// and a loaded machine answers slowly, so it asks every listener, at its
+// own bound address, again for up to two minutes; a failure names what
+// each one answered.
 func (c *rayCluster) metricsControl(ctx context.Context, t *testing.T) {
 	t.Helper()
 	get := httpCall{method: "GET", path: "/metrics"}
@@ -305,16 +307,20 @@ func (c *rayCluster) metricsControl(ctx context.Context, t *testing.T) {
 	var seen []string
 	ok := rvtest.Until(2*time.Minute, func() bool {
 		seen = seen[:0]
+		served := false
 		for _, l := range c.rayHeadListeners(t) {
-			if !l.Exposed() {
-				continue
-			}
 			a := get.do(ctx, cl, "http", dialable(l.Addr), "", "plain")
 			seen = append(seen, fmt.Sprintf("%s (%s): %s", l.Addr, procName(l.PID), a))
 			if a.status == http.StatusOK && strings.Contains(a.body, "# ") {
+				if l.Exposed() {
+					t.Errorf("%s (%s) serves /metrics on an exposed address: want loopback only", l.Addr, procName(l.PID))
+				}
 				t.Logf("control: %s (%s) serves /metrics to the head's machine", l.Addr, procName(l.PID))
-				return true
+				served = true
 			}
+		}
+		if served {
+			return true
 		}
 		time.Sleep(3 * time.Second)
 		return false
