@@ -227,8 +227,8 @@ func expectedArgv(t *testing.T, state, tempDir string) []string {
 		"--num-gpus=" + strconv.Itoa(r.NumGPUs), "--num-cpus=" + strconv.Itoa(cpus),
 		"--temp-dir=" + tempDir, "--node-name=" + r.NodeName,
 		"--resources=" + string(res)}
-	if r.NodeName != instanceID || r.NumCPUs != 57-4 {
-		t.Errorf("bundle ray.node_name %q num_cpus %d, want %s and 53 (worker ports minus 4)", r.NodeName, r.NumCPUs, instanceID)
+	if r.NodeName != instanceID || r.NumCPUs != 56-4 {
+		t.Errorf("bundle ray.node_name %q num_cpus %d, want %s and 52 (56 worker ports minus 4: the eighth port is the mesh's)", r.NodeName, r.NumCPUs, instanceID)
 	}
 	if len(r.Labels) > 0 { // Ray's own k=v,… form (JSON is deprecated since 2.52)
 		keys := make([]string, 0, len(r.Labels))
