@@ -33,20 +33,8 @@ const (
 const PythonMinor = "3.11"
 
 // MarkFile marks a finished venv (written last); its content names what
-// went in: "ray VERSION", the Recipe line, then one installed distribution
-// per line. A venv whose mark lacks today's Recipe line (one made before it
-// changed) is not Ready and is made again.
+// went in: "ray VERSION", then one installed distribution per line.
 const MarkFile = ".rayvast-complete"
-
-// Recipe is the mark's second line: how the venv is made. Bump it when
-// that changes. Since "recipe 2" the venv sees the system's site-packages
-// (`python3 -m venv --system-site-packages`): Debian's python3-torch (apt)
-// is importable in the Ray head's Python and the drivers `head run` starts,
-// as it is in the candidate image (head/candidateimage Config.Torch), while
-// Ray and all its dependencies are still installed in the venv itself
-// (pip --ignore-installed), so the image, which copies only the venv's
-// site-packages, has them all and the venv's versions win over Debian's.
-const Recipe = "recipe 2: system-site-packages"
 
 // Config says which venv to make and from where.
 type Config struct {
@@ -89,7 +77,7 @@ func PythonOf(dir string) string { return filepath.Join(dir, "bin", "python") }
 // Ready reports whether dir holds a finished venv of version.
 func Ready(dir, version string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, MarkFile))
-	return err == nil && strings.HasPrefix(string(b), "ray "+version+"\n"+Recipe+"\n")
+	return err == nil && strings.HasPrefix(string(b), "ray "+version+"\n")
 }
 
 // Ensure returns the Python of a venv with ray[default]==Version, making
@@ -151,12 +139,10 @@ func build(ctx context.Context, cfg Config) error {
 		source = cfg.Wheels
 	}
 	cfg.Log.Info("making a Python venv with Ray (once per version, about 20 s)", "ray", cfg.Version, "dir", cfg.Dir, "from", source)
-	if err := runLogged(ctx, cfg.Python, "-m", "venv", "--system-site-packages", cfg.Dir); err != nil {
+	if err := runLogged(ctx, cfg.Python, "-m", "venv", cfg.Dir); err != nil {
 		return fmt.Errorf("ray venv: %s -m venv: %w (Debian: apt-get install python3-venv)", cfg.Python, err)
 	}
-	// --ignore-installed: every dependency goes into the venv, even one the
-	// system's site-packages (seen since Recipe 2) already has.
-	pip := []string{PythonOf(cfg.Dir), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--ignore-installed"}
+	pip := []string{PythonOf(cfg.Dir), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"}
 	if cfg.Wheels != "" {
 		pip = append(pip, "--no-index", "--find-links", cfg.Wheels)
 	}
@@ -175,7 +161,7 @@ func build(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("ray venv: %w", err)
 	}
-	mark := "ray " + cfg.Version + "\n" + Recipe + "\n" + strings.Join(dists, "\n") + "\n"
+	mark := "ray " + cfg.Version + "\n" + strings.Join(dists, "\n") + "\n"
 	if err := os.WriteFile(filepath.Join(cfg.Dir, MarkFile), []byte(mark), 0o644); err != nil {
 		return fmt.Errorf("ray venv: %w", err)
 	}
