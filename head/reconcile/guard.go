@@ -50,22 +50,7 @@ func StartGuard(ctx context.Context, cfg GuardConfig) (stop func(), err error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		var lastErr string
-		for {
-			err := fw.Sync(allowedIPs(cfg.Admin.Candidates()))
-			if err != nil && err.Error() != lastErr {
-				cfg.Log.Warn("firewall", "err", err)
-			}
-			lastErr = ""
-			if err != nil {
-				lastErr = err.Error()
-			}
-			select {
-			case <-loopCtx.Done():
-				return
-			case <-time.After(cfg.Every):
-			}
-		}
+		syncEvery(loopCtx, cfg.Every, cfg.Log, "firewall", func() error { return fw.Sync(allowedIPs(cfg.Admin.Candidates())) })
 	}()
 	if cfg.RayPorts != nil {
 		wg.Add(1)

@@ -88,17 +88,26 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 // finds, until ctx ends. A port is guarded within one interval of the Ray
 // head opening it; a failed look keeps the ports guarded so far.
 func guardRayPorts(ctx context.Context, fw *firewall.Firewall, ports func() ([]int, error), every time.Duration, log *slog.Logger) {
+	syncEvery(ctx, every, log, "firewall: Ray head ports", func() error {
+		ps, err := ports()
+		if err == nil {
+			err = fw.SyncPorts(ps)
+		}
+		return err
+	})
+}
+
+// syncEvery runs sync at once and then every interval (default 1 s) until
+// ctx ends, logging an error once until it changes or clears.
+func syncEvery(ctx context.Context, every time.Duration, log *slog.Logger, what string, sync func() error) {
 	if every <= 0 {
 		every = time.Second
 	}
 	var lastErr string
 	for {
-		ps, err := ports()
-		if err == nil {
-			err = fw.SyncPorts(ps)
-		}
+		err := sync()
 		if err != nil && err.Error() != lastErr {
-			log.Warn("firewall: Ray head ports", "err", err)
+			log.Warn(what, "err", err)
 		}
 		lastErr = ""
 		if err != nil {
