@@ -41,7 +41,7 @@ func newCrashHead(t *testing.T, bin string) *crashHead {
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600)
 	os.WriteFile(filepath.Join(dir, "agent"), []byte("agent"), 0o755)
 	h.args = []string{"--state", h.state, "--config", filepath.Join(dir, "config.json"), "--agent", filepath.Join(dir, "agent"),
-		"--listen-a", freeAddr(t), "--listen-b", freeAddr(t)}
+		"--listen-a", freeAddr(t), "--listen-b", freeAddr(t), "--firewall", "off"} // loopback: a private network
 	return h
 }
 

@@ -55,7 +55,8 @@ func startServe(t *testing.T, bin string, args []string, logPath string) *headPr
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	// Loopback only, a private network: the firewall off unless args say.
+	cmd := exec.Command(bin, append([]string{"serve", "--firewall", "off"}, args...)...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,12 @@ func providerKind(flagValue string, cfg *config.Config) string {
 	return "none"
 }
 
+// privateNetwork is the config's provider.private_network: the nodes of an
+// external provider reach the head over a network of the user's own.
+func privateNetwork(cfg *config.Config) bool {
+	return cfg.Provider != nil && cfg.Provider.PrivateNetwork
+}
+
 // loadAgent reads --agent, or takes the agent built into head.
 func loadAgent(path string) ([]byte, error) {
 	if path == "" {

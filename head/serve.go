@@ -24,7 +24,9 @@ type serveFlags struct {
 	state, config, agent, shim, bootloader string
 	listenA, listenB, provider, logLevel   string
 	firewall                               string
-	retention                              time.Duration
+	// privateNetwork is the config's provider.private_network (kind none).
+	privateNetwork bool
+	retention      time.Duration
 	// nft runs nft scripts for the firewall (nil: the nft binary); tests
 	// set it.
 	nft func(ctx context.Context, script string) error
@@ -53,7 +55,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (mutual TLS heartbeats), e.g. 203.0.113.1:8444")
 	fs.StringVar(&f.provider, "provider", "", "none (external provider via the admin API), docker or vast (default: the config's provider.kind, else none)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast_<app id prefix>): on, off, or auto (on with --provider vast)")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B (table inet rayvast_<app id prefix>): on, off, or auto (on with --provider vast, and with none unless the config's provider.private_network)")
 	fs.DurationVar(&f.retention, "ended-retention", registry.DefaultRetention, "how long ended candidates stay listed before they are pruned")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: head serve --state DIR --config FILE [--agent FILE] [--shim FILE|none] --listen-a ADDR --listen-b ADDR [--provider none|docker|vast] [--firewall on|off|auto]\n\n"+
@@ -84,6 +86,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	f.provider = providerKind(f.provider, cfg)
+	f.privateNetwork = privateNetwork(cfg)
 	switch {
 	case f.firewall != "on" && f.firewall != "off" && f.firewall != "auto":
 		fmt.Fprintf(stderr, "head serve: --firewall %q: want on, off or auto\n", f.firewall)

@@ -63,7 +63,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.listenA, "listen-a", "", "port A address (default: HEAD_IP:8443)")
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (default: HEAD_IP:8444)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the head's log (STATE/head.log; warnings also on stderr)")
-	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B and of every port the Ray head listens on: on, off, or auto (on with the vast provider)")
+	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B and of every port the Ray head listens on: on, off, or auto (on with the vast provider, and with none unless the config's provider.private_network)")
 	fs.BoolVar(&u.quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), upUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +82,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f.provider = providerKind("", cfg)
+	f.privateNetwork = privateNetwork(cfg)
 	f.nft = headNft
 	if err := checkFirewall(ctx, *f, f.nft); err != nil {
 		fmt.Fprintf(stderr, "head up: %v\n", err)
@@ -107,6 +108,7 @@ func defaultStateDir(cfgPath string) string {
 func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr io.Writer) int {
 	f := u.serve
 	f.provider = providerKind("", cfg)
+	f.privateNetwork = privateNetwork(cfg)
 	if f.state == "" {
 		f.state = defaultStateDir(f.config)
 	}

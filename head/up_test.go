@@ -29,7 +29,7 @@ func upConfig(t *testing.T, dir, headAddr string) string {
 	p := filepath.Join(dir, "cluster.json")
 	cfg := `{"cluster":"uptest","ray":{"head_address":"` + headAddr + `"},
 	 "node_types":{"cpu":{"gpus":0,"max_workers":2,"resources":{},"labels":{}}},
-	 "guest_api":{},"provider":{"kind":"none"}}`
+	 "guest_api":{},"provider":{"kind":"none","private_network":true}}`
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -47,14 +47,31 @@ func withNft(t *testing.T, n *nftRecorder) {
 // TestUpFirewallOnProviderNone: head up --firewall on with provider none
 // (an external provider) makes the firewall table guarding ports A and B,
 // says so, and opens it to a candidate's public_ip as soon as the admin
-// API names it: the flag is honoured, not accepted and ignored.
+// API names it: the flag is honoured, not accepted and ignored. With no
+// --firewall (auto) and no provider.private_network it does the same: an
+// external provider's rentals are on a public network, so the default is
+// the firewall on.
 func TestUpFirewallOnProviderNone(t *testing.T) {
+	t.Run("--firewall on", func(t *testing.T) { testUpFirewallNone(t, "--firewall", "on") })
+	t.Run("by default", func(t *testing.T) { testUpFirewallNone(t) })
+}
+
+func testUpFirewallNone(t *testing.T, flags ...string) {
 	dir := t.TempDir()
 	needFakeray(t, filepath.Join(dir, "ray-record.json"))
 	nft := &nftRecorder{}
 	withNft(t, nft)
 	cfg := upConfig(t, dir, rayAddr(t))
-	r := startUp(t, "--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0", "--firewall", "on")
+	if len(flags) == 0 { // the config says nothing of its network
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfg, bytes.Replace(b, []byte(`,"private_network":true`), nil, 1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := startUp(t, append([]string{"--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0"}, flags...)...)
 	r.waitFor(t, "the firewall line", func() bool { return strings.Contains(r.out.String(), "firewall: on (nftables table inet rayvast_") })
 	st, err := statedir.Load(filepath.Join(dir, "cluster.state"))
 	if err != nil {

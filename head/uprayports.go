@@ -15,9 +15,15 @@ import (
 )
 
 // firewallOn is whether serve guards its ports: --firewall on, or auto
-// with the vast provider (rentals there reach the head from the internet).
+// with the vast provider (rentals there reach the head from the internet)
+// and with none unless the config says its network is private (an
+// external provider's rentals are as public as vast's, whoever rents them).
+// Only the docker provider's local network stays open by default.
 func firewallOn(f serveFlags) bool {
-	return f.firewall == "on" || (f.firewall == "auto" && f.provider == "vast")
+	if f.firewall != "auto" {
+		return f.firewall == "on"
+	}
+	return f.provider == "vast" || (f.provider == "none" && !f.privateNetwork)
 }
 
 // checkFirewall refuses a --firewall that cannot be honoured, before

@@ -8,18 +8,18 @@ import (
 	"github.com/rayvast/rayvast/head/listenports"
 )
 
-// firewallOn: auto guards with the vast provider only; on and off are
-// what they say.
+// firewallOn: auto guards with the vast provider and with none unless its
+// network is private; on and off are what they say.
 func TestFirewallOn(t *testing.T) {
 	for _, tc := range []struct {
 		firewall, provider string
-		want               bool
+		private, want      bool
 	}{
-		{"auto", "vast", true}, {"auto", "docker", false}, {"auto", "none", false},
-		{"on", "docker", true}, {"off", "vast", false},
+		{"auto", "vast", false, true}, {"auto", "docker", false, false}, {"auto", "none", false, true},
+		{"auto", "none", true, false}, {"on", "none", true, true}, {"on", "docker", false, true}, {"off", "vast", false, false},
 	} {
-		if got := firewallOn(serveFlags{firewall: tc.firewall, provider: tc.provider}); got != tc.want {
-			t.Errorf("--firewall %s --provider %s: on=%v, want %v", tc.firewall, tc.provider, got, tc.want)
+		if got := firewallOn(serveFlags{firewall: tc.firewall, provider: tc.provider, privateNetwork: tc.private}); got != tc.want {
+			t.Errorf("--firewall %s --provider %s private_network=%v: on=%v, want %v", tc.firewall, tc.provider, tc.private, got, tc.want)
 		}
 	}
 }

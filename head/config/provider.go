@@ -52,6 +52,9 @@ func validateProvider(c *wire.Config) error {
 	if p.Kind != "docker" && (p.Hairpin || p.PerIP != 0) {
 		return fmt.Errorf("provider: hairpin and per_ip shape the docker provider's local network, not %s's", p.Kind)
 	}
+	if p.Kind != "none" && p.PrivateNetwork {
+		return fmt.Errorf("provider.private_network: kind %s's network is not yours to call private (vast's is the internet; docker's is local, its firewall off by default)", p.Kind)
+	}
 	if p.Kind != "vast" {
 		// Only vast rents by offer; a docker or none block with vast's
 		// settings is a config mixed up, not something to ignore.

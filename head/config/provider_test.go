@@ -12,6 +12,7 @@ func withProvider(block string) string {
 func TestProviderGood(t *testing.T) {
 	for _, block := range []string{
 		`"provider":{"kind":"none"}`,
+		`"provider":{"kind":"none","private_network":true}`,
 		`"provider":{"kind":"docker","image":"rayvast-candidate:x"}`,
 		`"provider":{"kind":"docker","hairpin":true,"per_ip":2}`,
 		`"provider":{"kind":"vast","image":"rayproject/ray:2.53.0-gpu","disk_gb":32,"base_url":"https://console.vast.ai",
@@ -40,6 +41,7 @@ func TestProviderRefuses(t *testing.T) {
 		{"hairpin on vast", `"provider":{"kind":"vast","hairpin":true}`, "docker provider's local network"},
 		{"negative per_ip", `"provider":{"kind":"docker","per_ip":-1}`, "provider.per_ip"},
 		{"image on none", `"provider":{"kind":"none","image":"x"}`, "kind none"},
+		{"private_network on vast", `"provider":{"kind":"vast","private_network":true}`, "not yours to call private"},
 		{"bad base url", `"provider":{"kind":"vast","base_url":"console.vast.ai"}`, "provider.base_url"},
 		{"unknown node type", `"provider":{"kind":"vast","node_types":{"gpu9":{}}}`, "provider.node_types.gpu9"},
 		{"negative max_dph", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":-1}}}`, "must not be negative"},

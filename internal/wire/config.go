@@ -82,6 +82,9 @@ type ProviderConfig struct {
 	// Docker only: vast's network on one machine (head/vastnet.Options).
 	Hairpin bool `json:"hairpin,omitempty"` // a candidate reaches its own public IP:port
 	PerIP   int  `json:"per_ip,omitempty"`  // candidates behind each public IP (default 1)
+	// None only: the nodes reach the head over a network no stranger is
+	// on (a LAN, a VPN), so --firewall auto leaves the head's ports open.
+	PrivateNetwork bool `json:"private_network,omitempty"`
 }
 
 // OfferSpec narrows the vast offer search of one node type. The GPU count

@@ -49,7 +49,8 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 	h := &head{state: state, stderr: &rvtest.Buffer{}}
 	h.args = []string{"serve", "--state", state, "--config", cfgPath, "--agent", agentBin, // the built-in shim
 		"--listen-a", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
-		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip)))}
+		"--listen-b", net.JoinHostPort(ip, fmt.Sprint(freePort(t, ip))),
+		"--firewall", "off"} // the test's own namespaces: a private network
 	h.bin = bin
 	sock := filepath.Join(state, statedir.AdminSocket)
 	h.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{

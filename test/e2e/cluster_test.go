@@ -106,6 +106,9 @@ func newCluster(t testing.TB, provider string) *cluster {
 	c.args = []string{"serve", "--state", c.state, "--config", cfgPath, "--agent", suite.agent, "--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
 		"--listen-a", net.JoinHostPort(c.gw, freePort(t, c.gw)), "--listen-b", net.JoinHostPort(c.gw, freePort(t, c.gw)),
 		"--provider", provider}
+	if provider == "none" { // the test's own loopback and namespaces: a private network
+		c.args = append(c.args, "--firewall", "off")
+	}
 	c.env = append(os.Environ(), docker.EnvImage+"="+suite.image, docker.EnvUnsafeNodeTypes+"="+unsafeType)
 	sock := filepath.Join(c.state, statedir.AdminSocket)
 	c.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{

@@ -175,6 +175,7 @@ func testStranger(t *testing.T, version string) {
 		cmd := exec.CommandContext(ctx, suite.head, "run", "--state", c.state, "--", "python", "-c", rayClientCode(rayClient))
 		if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "CLIENT-OK") {
 			t.Errorf("Ray Client session at %s through head run: %v\n%s", rayClient, err, b)
+			c.dumpRayClientLogs(t)
 		}
 		guestControl(ctx, t, st, nodes)
 		nodeInside(ctx, t, nodes, files.token, version)
@@ -425,7 +426,7 @@ try:
     ray.init("ray://%s")
     print("CLIENT-OK", ray.get(ray.remote(lambda: 42).remote()))
 except BaseException as e:
-    print("CLIENT-REFUSED", type(e).__name__, (str(e).splitlines() or [""])[0][:200])
+    print("CLIENT-REFUSED", type(e).__name__, str(e)[-3000:])
     sys.exit(1)
 `, addr)
 }
@@ -582,5 +583,23 @@ func (c *rayCluster) dumpGuard(t *testing.T, nodes []wire.Node) {
 		out, err := exec.Command("docker", "exec", n.InstanceID, "sh", "-c",
 			"tail -n 15 /run/rayvast/ray/session_latest/logs/worker-*.err /run/rayvast/ray/session_latest/logs/python-core-worker-*.log 2>&1 | tail -n 120").CombinedOutput()
 		t.Logf("node %s worker logs (%v):\n%s", n.InstanceID, err, out)
+	}
+}
+
+// dumpRayClientLogs logs the tail of each Ray Client server log of the Ray
+// head (the proxy's and each per-client server's): a session that fails
+// says why only there.
+func (c *rayCluster) dumpRayClientLogs(t *testing.T) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(rayhead.TempDir(c.state), "session_latest", "logs", "ray_client_server*"))
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if len(b) > 4096 {
+			b = b[len(b)-4096:]
+		}
+		t.Logf("%s (last 4 KiB):\n%s", filepath.Base(p), b)
 	}
 }

@@ -94,7 +94,7 @@ func TestWithHead(t *testing.T) {
 	defer cancel()
 	// Any file serves as the agent: nothing downloads it here.
 	serve := exec.CommandContext(ctx, head, "serve", "--state", state, "--config", cfg, "--agent", head,
-		"--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0")
+		"--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0", "--firewall", "off")
 	log := &strings.Builder{}
 	serve.Stdout, serve.Stderr = log, log
 	if err := serve.Start(); err != nil {

@@ -56,7 +56,7 @@ func startHead(t *testing.T, head, dir string) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	serve := exec.CommandContext(ctx, head, "serve", "--state", state, "--config", cfg, "--agent", head,
-		"--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0")
+		"--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0", "--firewall", "off")
 	log := &rvtest.Buffer{}
 	serve.Stdout, serve.Stderr = log, log
 	if err := serve.Start(); err != nil {
