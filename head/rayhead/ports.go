@@ -127,6 +127,14 @@ func PortsEnv(env []string, p Ports, headIP, shimDir string) []string {
 		lo = append(lo, strconv.Itoa(port))
 	}
 	env = withVars(env, []string{
+		// The Ray Client proxy starts each session's server with a fork
+		// whose child runs Python (fate sharing's preexec); gRPC's fork
+		// handlers then run in that child while the proxy's gRPC threads
+		// are busy, and on a loaded machine the child dies in gRPC's poller
+		// ("Check failed: next_worker->state == KICKED"): the session fails
+		// with "Initialization failure from server". Without fork support
+		// gRPC leaves the child alone; it execs at once.
+		"GRPC_ENABLE_FORK_SUPPORT=0",
 		"DASHBOARD_METRIC_PORT=" + strconv.Itoa(p.DashboardMetrics),
 		"AUTOSCALER_METRIC_PORT=" + strconv.Itoa(p.AutoscalerMetrics),
 		shimEnv + "=" + headIP + " " + headIP + " 0",

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,6 +70,7 @@ type rayCluster struct {
 	t                      testing.TB
 	name, headIP, dir      string
 	cfgPath, state, python string
+	portA, portB           int // the head's ports A and B
 	start                  time.Time
 	cmd                    *exec.Cmd
 	out                    *rvtest.Buffer
@@ -125,6 +127,8 @@ func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers in
 	args := append([]string{"up", "--config", c.cfgPath, "--python", python, "--agent", suite.agent,
 		"--bootloader", filepath.Join(suite.repo, "bootloader.sh"),
 		"--listen-a", c.headIP + ":" + ports[1], "--listen-b", c.headIP + ":" + ports[2]}, upArgs...)
+	c.portA, _ = strconv.Atoi(ports[1])
+	c.portB, _ = strconv.Atoi(ports[2])
 	c.cmd = exec.Command(suite.head, args...)
 	c.cmd.Env = append(os.Environ(), docker.EnvImage+"="+image, "RAY_USAGE_STATS_ENABLED=0")
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out

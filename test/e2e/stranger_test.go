@@ -140,38 +140,7 @@ func testStranger(t *testing.T, version string) {
 				}
 			}
 		}
-		jobs := httpCall{method: "GET", path: "/api/jobs/"}
-		plain := client(hostDial, false, creds{})
-		dashboards := 0
-		for _, l := range c.rayHeadListeners(t) {
-			if !strings.Contains(procName(l.PID), "dashboard.py") {
-				continue
-			}
-			addr := dialable(l.Addr)
-			if a := jobs.do(ctx, plain, "http", addr, files.token, "the token"); a.status != http.StatusOK || !strings.HasPrefix(a.body, "[") {
-				continue // the dashboard's other listeners: its gRPC, its metrics
-			}
-			dashboards++
-			t.Logf("job API of the Ray head at %s (its dashboard): 200 with the cluster token", addr)
-			// The token is what guards the job API from the head machine's
-			// other users (and everyone, were the firewall off).
-			if a := jobs.do(ctx, plain, "http", addr, "", "no token"); a.status != http.StatusUnauthorized {
-				t.Errorf("job API at %s on the head's machine without the token: %s, want 401", addr, a)
-			}
-		}
-		if dashboards == 0 {
-			// Ray's dashboard port is fixed (rayhead.Dashboard): another
-			// cluster on this machine may hold it, and then this one has none.
-			ours := false
-			for _, l := range c.rayHeadListeners(t) {
-				ours = ours || dialable(l.Addr) == rayhead.Dashboard
-			}
-			if ours {
-				t.Error("the Ray head's dashboard does not answer the job API with the cluster token")
-			} else {
-				t.Logf("no job API control: %s is not this Ray head's (another cluster on this machine holds it)", rayhead.Dashboard)
-			}
-		}
+		c.jobAPIControl(ctx, t, files.token)
 		cmd := exec.CommandContext(ctx, suite.head, "run", "--state", c.state, "--", "python", "-c", rayClientCode(rayClient))
 		if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "CLIENT-OK") {
 			t.Errorf("Ray Client session at %s through head run: %v\n%s", rayClient, err, b)
@@ -232,7 +201,7 @@ func (c *rayCluster) headTargets(t *testing.T) (out []target, rayClient string) 
 	}
 	for _, l := range headLs {
 		owner[l.Addr] = "head: the docker provider's who-am-I DNS"
-		if p := l.Addr.Port(); p == 8443 || p == 8444 {
+		if p := int(l.Addr.Port()); p == c.portA || p == c.portB {
 			owner[l.Addr] = "head: port A or B"
 		}
 	}
@@ -601,5 +570,34 @@ func (c *rayCluster) dumpRayClientLogs(t *testing.T) {
 			b = b[len(b)-4096:]
 		}
 		t.Logf("%s (last 4 KiB):\n%s", filepath.Base(p), b)
+	}
+}
+
+// jobAPIControl: from this machine the Ray head's dashboard answers its job
+// API with the cluster token and refuses it without (the token is what
+// guards it from the machine's other users).
+func (c *rayCluster) jobAPIControl(ctx context.Context, t *testing.T, token string) {
+	t.Helper()
+	jobs := httpCall{method: "GET", path: "/api/jobs/"}
+	plain := client(hostDial, false, creds{})
+	dashboards := 0
+	for _, l := range c.rayHeadListeners(t) {
+		if !strings.Contains(procName(l.PID), "dashboard.py") {
+			continue
+		}
+		addr := dialable(l.Addr)
+		if a := jobs.do(ctx, plain, "http", addr, token, "the token"); a.status != http.StatusOK || !strings.HasPrefix(a.body, "[") {
+			continue // the dashboard's other listeners: its gRPC, its metrics
+		}
+		dashboards++
+		t.Logf("job API of the Ray head at %s (its dashboard): 200 with the cluster token", addr)
+		// The token is what guards the job API from the head machine's
+		// other users (and everyone, were the firewall off).
+		if a := jobs.do(ctx, plain, "http", addr, "", "no token"); a.status != http.StatusUnauthorized {
+			t.Errorf("job API at %s on the head's machine without the token: %s, want 401", addr, a)
+		}
+	}
+	if dashboards == 0 { // its port is chosen free (rayhead.PickPorts): always this Ray head's
+		t.Error("the Ray head's dashboard does not answer the job API with the cluster token")
 	}
 }
