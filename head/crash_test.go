@@ -40,8 +40,9 @@ func newCrashHead(t *testing.T, bin string) *crashHead {
 	 "guest_api":{"anonymous_scopes":[],"external_issuers":[]},"heartbeat_interval_s":5}`
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600)
 	os.WriteFile(filepath.Join(dir, "agent"), []byte("agent"), 0o755)
-	h.args = []string{"--state", h.state, "--config", filepath.Join(dir, "config.json"), "--agent", filepath.Join(dir, "agent"),
-		"--listen-a", freeAddr(t), "--listen-b", freeAddr(t), "--firewall", "off"} // loopback: a private network
+	h.args = []string{"--firewall", "off", // loopback: a private network
+		"--state", h.state, "--config", filepath.Join(dir, "config.json"), "--agent", filepath.Join(dir, "agent"),
+		"--listen-a", freeAddr(t), "--listen-b", freeAddr(t)}
 	return h
 }
 

@@ -402,6 +402,8 @@ func strangerGot(r portReport, guest bool) []string {
 			bad = append(bad, a.String()+": a gRPC answer")
 		case a.status >= 200 && a.status < 300:
 			bad = append(bad, fmt.Sprintf("%s: %q", a, a.body))
+		case a.status == http.StatusBadRequest && strings.HasPrefix(a.body, "Client sent an HTTP request to an HTTPS server"):
+			// Go's TLS server (ports A and B) refusing plain HTTP: no handler read it.
 		case a.status == http.StatusBadRequest && strings.HasPrefix(a.what, "POST /api/job"):
 			// The job handler read the submission: no auth stood before it.
 			bad = append(bad, fmt.Sprintf("%s: %q: a job handler without auth", a, a.body))
