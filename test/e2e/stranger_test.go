@@ -214,7 +214,10 @@ func (c *rayCluster) headTargets(t *testing.T) (out []target, rayClient string) 
 	head := netip.MustParseAddr(c.headIP)
 	seen := map[int]bool{}
 	// By address: IPv4 before IPv6, so 0.0.0.0:P names port P before [::]:P.
-	for _, a := range containerListeners(t, os.Getpid()) {
+	// The head's own network namespace, not this test's /proc/self/net:
+	// that is the main thread's, and a stranger's dial may have left the
+	// main thread in the stranger's namespace (nsDial never switches back).
+	for _, a := range containerListeners(t, c.cmd.Process.Pid) {
 		ip := a.Addr().Unmap()
 		if (!ip.IsUnspecified() && ip != head) || seen[int(a.Port())] {
 			continue

@@ -64,7 +64,8 @@ func newStranger(t *testing.T, targets ...string) *stranger {
 	sh("ip", "link", "set", s.veth, "up")
 	// No address on this machine's end: it answers ARP for what it routes.
 	sh("sysctl", "-qw", "net.ipv4.conf."+s.veth+".proxy_arp=1")
-	sh("ip", "route", "add", strangerIP+"/32", "dev", s.veth)
+	// replace, not add: a run killed before its cleanup leaves its route.
+	sh("ip", "route", "replace", strangerIP+"/32", "dev", s.veth)
 	for _, ip := range targets {
 		sh("ip", "-n", s.name, "route", "add", ip+"/32", "dev", peer)
 	}
