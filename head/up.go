@@ -375,9 +375,9 @@ func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), erro
 // startRayHead writes (once) the Ray head's TLS and token files into
 // STATE/ray-head and starts its supervisor.
 // With as set, Ray's autoscaler runs on the Ray head with the plugin.
-// The Ray head's ports are chosen free (rayhead.PickPorts) and its
-// doors without a certificate kept on loopback by the shim
-// (rayheadShim); failing reports a Ray head that fails the same way
+// The Ray head's ports are chosen free (rayhead.PickPorts), again for
+// each restart, and its doors without a certificate kept on loopback by
+// the shim (rayheadShim); failing reports a Ray head that fails the same way
 // again.
 func startRayHead(st *statedir.State, cfg *config.Config, python string, as *autoscaling, failing func(int, string), log *slog.Logger) (*rayhead.Run, error) {
 	address := cfg.Ray.HeadAddress
@@ -396,10 +396,6 @@ func startRayHead(st *statedir.State, cfg *config.Config, python string, as *aut
 	if !rayhead.PortFree(gcs) {
 		return nil, fmt.Errorf("ray.head_address %s: port %d is in use on this machine (another cluster's Ray head? every cluster on one machine needs a GCS port of its own)", address, gcs)
 	}
-	ports, err := rayhead.PickPorts(gcs, nil)
-	if err != nil {
-		return nil, err
-	}
 	files, err := rayHeadFilesOnce(st, time.Now())
 	if err != nil {
 		return nil, err
@@ -408,17 +404,30 @@ func startRayHead(st *statedir.State, cfg *config.Config, python string, as *aut
 	if err != nil {
 		return nil, err
 	}
-	argv := rayhead.WithPorts(rayhead.Command(python, address, tmp), ports)
-	argv = rayhead.WithResources(argv, cfg.Ray.HeadResources)
-	env := rayhead.Env(os.Environ(), files.rayhead(), python)
-	env = rayhead.PortsEnv(env, ports, headIP.Unmap().String(), shimDir)
-	if as != nil {
-		argv = rayhead.WithAutoscaler(argv, as.config)
-		env = rayhead.AutoscalerEnv(env, as.pluginDir)
+	// Each run's ports are chosen free when it starts (rayhead.Relaunch).
+	launch := func() (rayhead.Launch, error) {
+		ports, err := rayhead.PickPorts(gcs, nil)
+		if err != nil {
+			return rayhead.Launch{}, err
+		}
+		argv := rayhead.WithPorts(rayhead.Command(python, address, tmp), ports)
+		argv = rayhead.WithResources(argv, cfg.Ray.HeadResources)
+		env := rayhead.Env(os.Environ(), files.rayhead(), python)
+		env = rayhead.PortsEnv(env, ports, headIP.Unmap().String(), shimDir)
+		if as != nil {
+			argv = rayhead.WithAutoscaler(argv, as.config)
+			env = rayhead.AutoscalerEnv(env, as.pluginDir)
+		}
+		return rayhead.Launch{Command: argv, Env: env, Ports: &ports,
+			Dashboard: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Dashboard))}, nil
 	}
-	sup, err := rayhead.New(rayhead.Config{Command: argv, Env: env,
-		Address: address, Dashboard: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Dashboard)), TempDir: tmp,
-		Ports: &ports, OnFailing: failing,
+	first, err := launch()
+	if err != nil {
+		return nil, err
+	}
+	sup, err := rayhead.New(rayhead.Config{Command: first.Command, Env: first.Env,
+		Address: address, Dashboard: first.Dashboard, TempDir: tmp,
+		Ports: first.Ports, Relaunch: launch, OnFailing: failing,
 		LogPath: st.Path("ray-head.log"), StatePath: st.Path(rayhead.StateFile),
 		Log: log.With("part", "ray-head")})
 	if err != nil {

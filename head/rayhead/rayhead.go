@@ -90,6 +90,12 @@ type Config struct {
 	StopGrace time.Duration
 	// Ports are recorded in the status (nil: none).
 	Ports *Ports
+	// Relaunch, when set, makes each restart's command line, environment,
+	// ports and dashboard anew (over Command, Env, Ports and Dashboard):
+	// head up chooses the Ray head's ports free again, since another
+	// cluster's Ray head may have bound one between this one's choice and
+	// its bind (two head ups started at once), and Ray then exits.
+	Relaunch func() (Launch, error)
 	// OnFailing is told each time a run exits before it came up with the
 	// same last line as the run before (failing counts them, 2 or more)
 	// and Ray's last words; nil: only logged.
@@ -98,11 +104,19 @@ type Config struct {
 	Now       func() time.Time
 }
 
+// Launch is what one run of the Ray head starts with.
+type Launch struct {
+	Command, Env []string
+	Ports        *Ports
+	Dashboard    string
+}
+
 // Supervisor runs the Ray head until its context ends.
 type Supervisor struct {
-	cfg Config
-	mu  sync.Mutex
-	st  Status
+	cfg  Config
+	runs int // started so far; the first uses Config's own Launch
+	mu   sync.Mutex
+	st   Status
 	// tail is the current run's last lines (its ID: tailID), for its last
 	// words.
 	tail   []string
@@ -219,13 +233,23 @@ func (s *Supervisor) spawn(logf io.Writer) (*exec.Cmd, chan error, error) {
 			s.cfg.Log.Warn("ray head: stale cluster address file", "err", err)
 		}
 	}
+	command, env := s.cfg.Command, s.cfg.Env
+	if s.runs > 0 && s.cfg.Relaunch != nil {
+		l, err := s.cfg.Relaunch()
+		if err != nil {
+			return nil, nil, err
+		}
+		command, env = l.Command, l.Env
+		s.set(func(st *Status) { st.Ports, st.Dashboard = l.Ports, l.Dashboard })
+	}
+	s.runs++
 	id := newID()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("ray head output pipe: %w", err)
 	}
-	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
-	cmd.Env = s.cfg.Env
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Env = env
 	// A pipe of our own, not os/exec's: Ray's daemons may hold its write
 	// end after `ray start` is gone, and Wait must not wait for them.
 	cmd.Stdout, cmd.Stderr = w, w

@@ -355,3 +355,37 @@ func TestRestartEndsLeftovers(t *testing.T) {
 		}
 	}
 }
+
+// TestRelaunchMakesEachRestartAnew proves a restart starts with what
+// Relaunch makes, not the first run's command: a first run that fails
+// (as a Ray head does when another cluster's took a port it chose) is
+// followed by one with Relaunch's environment, which comes up, and the
+// status names Relaunch's ports and dashboard (head run reads them there).
+func TestRelaunchMakesEachRestartAnew(t *testing.T) {
+	relaunched := 0
+	s, dir := newSup(t, "exit", func(c *Config) {
+		c.Ports, c.Dashboard = &Ports{Dashboard: 8265}, "127.0.0.1:8265"
+		c.Relaunch = func() (Launch, error) {
+			relaunched++
+			return Launch{Command: []string{os.Args[0]}, Env: append(os.Environ(), "RAYHEAD_CHILD=block"),
+				Ports: &Ports{Dashboard: 8266}, Dashboard: "127.0.0.1:8266"}, nil
+		}
+	})
+	r, err := s.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Wait(ctx); close(done) }()
+	rvtest.Until(5*time.Second, func() bool { return s.Status().State == Running })
+	cancel()
+	<-done
+	st, _, err := ReadStatus(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if relaunched != 1 || st.Restarts != 1 || st.Ports == nil || st.Ports.Dashboard != 8266 || st.Dashboard != "127.0.0.1:8266" {
+		t.Errorf("relaunched %d times; status %+v (ports %+v): want 1 relaunch, 1 restart, its ports and dashboard", relaunched, st, st.Ports)
+	}
+}

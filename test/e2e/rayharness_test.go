@@ -99,7 +99,7 @@ func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers in
 	// one they once came out the same, and the Ray head never started).
 	ports := freePorts(t, 3)
 	c := &rayCluster{t: t, name: name, dir: t.TempDir(), python: python, out: &rvtest.Buffer{}, done: make(chan error, 1),
-		headIP: fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)}
+		headIP: nextHeadIP()}
 	cfg := map[string]any{
 		"cluster": name,
 		// Ray's GCS binds all addresses: a port of its own per cluster, so
@@ -275,4 +275,27 @@ func freePorts(t testing.TB, n int) []string {
 	}
 	t.Fatalf("no %d free ports in 6400-7999 for the Ray head and the head", n)
 	return nil
+}
+
+var headIPs struct {
+	sync.Mutex
+	used map[string]bool
+}
+
+// nextHeadIP is a head IP of its own for each cluster of this test
+// process (two at once in one test must not meet), 10.X.Y.1 with X from
+// the PID so that test processes running at once differ too.
+func nextHeadIP() string {
+	headIPs.Lock()
+	defer headIPs.Unlock()
+	if headIPs.used == nil {
+		headIPs.used = map[string]bool{}
+	}
+	for y := time.Now().UnixNano() % 250; ; y = (y + 1) % 250 {
+		ip := fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, y)
+		if !headIPs.used[ip] {
+			headIPs.used[ip] = true
+			return ip
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,6 +122,15 @@ func TestUpDockerExample(t *testing.T) {
 	if !strings.HasPrefix(rayHead.env["PATH"], filepath.Dir(python)+":") {
 		t.Errorf("Ray head PATH = %q, want the venv's bin first (jobs run with the cluster's Python)", rayHead.env["PATH"])
 	}
+	// The quick start's work runs on the rentals (issue 29): 20 plain
+	// tasks through head run, none on the head's machine, which offers
+	// the cluster no CPUs by default.
+	job, err := exec.Command(suite.head, "run", "--state", state, "--", "python", "-c", tasksWhereCode).CombinedOutput()
+	if err != nil {
+		t.Errorf("head run of 20 tasks: %v\n%s", err, job)
+	} else if ips := tasksRanOn(string(job)); len(ips) != 20 || slices.Contains(ips, headIP) {
+		t.Errorf("20 tasks ran on %v, want 20 and none on the head's machine (%s):\n%s", ips, headIP, job)
+	}
 	st, err := exec.Command(suite.head, "status", "--state", state).CombinedOutput()
 	if err != nil || !strings.Contains(string(st), "RAY HEAD  "+headIP+":6379  running") {
 		t.Errorf("head status (%v) lacks the Ray head's line:\n%s", err, st)
@@ -188,4 +198,26 @@ func rayHeadProcess(t *testing.T, state string) process {
 		}
 	}
 	return p
+}
+
+// tasksWhereCode is a driver of 20 plain tasks, each saying the IP of the
+// node it ran on, one "RAN-ON ip" line per task.
+const tasksWhereCode = `
+import ray
+ray.init()
+@ray.remote
+def where():
+    return ray.util.get_node_ip_address()
+for ip in ray.get([where.remote() for _ in range(20)], timeout=180):
+    print("RAN-ON", ip)
+`
+
+// tasksRanOn reads tasksWhereCode's output: the IP of each task's node.
+func tasksRanOn(out string) (ips []string) {
+	for _, l := range strings.Split(out, "\n") {
+		if ip, ok := strings.CutPrefix(strings.TrimSpace(l), "RAN-ON "); ok {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
 }
