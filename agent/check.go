@@ -18,7 +18,8 @@ import (
 
 const checkUsage = `usage: agent check [--root DIR] [--public-ip IP] [--resolvers LIST] [--python PATH]
 
-Runs the host checks of SPEC §5 alone and prints them as JSON
+Runs the host checks enrollment sends (capabilities, netns, shm, egress,
+GPUs, Ray) alone and prints them as JSON
 ({"checks":{…},"gpus":n,"gpu_models":[…],"ray_version":…,"python_version":…}).
 Exit 0 when capabilities, netns, shm and egress all pass, 1 otherwise, 2 on
 bad flags. For operators vetting an image or host. The GPU count and models

@@ -31,8 +31,8 @@ import (
 const runUsage = `usage: agent [run]
 
 Enrolls this container with the rayvast head, then starts Ray and stays as
-its supervisor (PID 1). bootloader.sh starts it; it takes no flags, only the
-environment of SPEC §2:
+its supervisor (PID 1). bootloader.sh starts it; it takes no flags, only this
+environment:
 
   RAYVAST_HEAD, RAYVAST_PORT_A, RAYVAST_PORT_B, RAYVAST_BOOTSTRAP_SHA256,
   RAYVAST_CA_SHA256, RAYVAST_JOIN_TOKEN (required)

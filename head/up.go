@@ -31,7 +31,8 @@ import (
 
 const upUsage = `usage: head up --config FILE [--state DIR] [--no-ray-head] [--down-on-exit] [flags]
 
-The whole cluster from one file (SPEC §8): makes the state dir when it is new
+The whole cluster from one file (JSON; examples/ and the README's "Run it
+for real" show its fields): makes the state dir when it is new
 (head init), starts the Ray head with the cluster's TLS files and token and
 keeps it running (unless --no-ray-head), then serves ports A and B with the
 provider the config's "provider" block names. Ctrl-C or SIGTERM stops serving
@@ -51,7 +52,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var u upFlags
 	f := &u.serve
-	fs.StringVar(&f.config, "config", "", "config file (JSON, SPEC §8) with its provider block")
+	fs.StringVar(&f.config, "config", "", "config file (JSON, as in examples/) with its provider block")
 	fs.StringVar(&f.state, "state", "", "state dir (default: beside the config, NAME.state for NAME.json)")
 	fs.BoolVar(&u.noRayHead, "no-ray-head", false, "do not start a Ray head: one runs elsewhere at ray.head_address")
 	fs.BoolVar(&u.downOnExit, "down-on-exit", false, "on Ctrl-C/SIGTERM also end every rental (head down)")
