@@ -44,7 +44,7 @@ func TestUpDockerExample(t *testing.T) {
 	t.Cleanup(func() {
 		_ = vastnet.Cleanup(context.Background(), suite.eng, func(c string) bool { return c == cluster })
 	})
-	headIP := fmt.Sprintf("10.%d.%d.1", 100+os.Getpid()%100, time.Now().UnixNano()%250)
+	headIP := nextHeadIP()
 	cfg["cluster"] = cluster
 	cfg["ray"].(map[string]any)["head_address"] = headIP + ":6379"
 	cfg["heartbeat_interval_s"] = heartbeatInterval
