@@ -378,8 +378,8 @@ func upLog(path, levelName string, stderr io.Writer) (*slog.Logger, func(), erro
 // With as set, Ray's autoscaler runs on the Ray head with the plugin.
 // The Ray head's ports are chosen free (rayhead.PickPorts), again for
 // each restart, and its doors without a certificate kept on loopback by
-// the shim (rayheadShim); failing reports a Ray head that fails the same way
-// again.
+// the shim (rayheadShim); failing reports a Ray head that fails the same
+// way again.
 func startRayHead(st *statedir.State, cfg *config.Config, python string, as *autoscaling, failing func(int, string), log *slog.Logger) (*rayhead.Run, error) {
 	address := cfg.Ray.HeadAddress
 	host, portText, _ := net.SplitHostPort(address)

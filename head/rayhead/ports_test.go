@@ -1,7 +1,6 @@
 package rayhead
 
 import (
-	"context"
 	"net"
 	"slices"
 	"strings"
@@ -113,17 +112,10 @@ func TestFailingSameWayReported(t *testing.T) {
 	s, dir := newSup(t, "exit", func(c *Config) {
 		c.OnFailing = func(n int, w string) { mu.Lock(); calls = append(calls, n); words = w; mu.Unlock() }
 	})
-	r, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Wait(ctx); close(done) }()
+	stop := supervise(t, s)
 	ok := rvtest.Until(20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) >= 2 })
 	st, _, _ := ReadStatus(dir)
-	cancel()
-	<-done
+	stop()
 	mu.Lock()
 	defer mu.Unlock()
 	if !ok || calls[0] != 2 || calls[1] != 3 {

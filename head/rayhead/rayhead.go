@@ -113,10 +113,9 @@ type Launch struct {
 
 // Supervisor runs the Ray head until its context ends.
 type Supervisor struct {
-	cfg  Config
-	runs int // started so far; the first uses Config's own Launch
-	mu   sync.Mutex
-	st   Status
+	cfg Config
+	mu  sync.Mutex
+	st  Status
 	// tail is the current run's last lines (its ID: tailID), for its last
 	// words.
 	tail   []string
@@ -191,7 +190,7 @@ func (s *Supervisor) Start() (*Run, error) {
 		return nil, fmt.Errorf("ray head log %s: %w", s.cfg.LogPath, err)
 	}
 	s.set(func(st *Status) { st.State = Starting })
-	cmd, done, err := s.spawn(logf)
+	cmd, done, err := s.spawn(logf, s.cfg.Command, s.cfg.Env)
 	if err != nil {
 		logf.Close()
 		s.set(func(st *Status) { st.State = Stopped; st.LastExit = err.Error() })
@@ -224,7 +223,21 @@ func (r *Run) Current() (id string, ok bool) { return r.s.Current() }
 // on a worker, after the raylet registered with it).
 const StartedLine = "Ray runtime started"
 
-func (s *Supervisor) spawn(logf io.Writer) (*exec.Cmd, chan error, error) {
+// respawn starts a restart: with what Relaunch makes, where set.
+func (s *Supervisor) respawn(logf io.Writer) (*exec.Cmd, chan error, error) {
+	if s.cfg.Relaunch == nil {
+		return s.spawn(logf, s.cfg.Command, s.cfg.Env)
+	}
+	l, err := s.cfg.Relaunch()
+	if err != nil {
+		return nil, nil, err
+	}
+	s.set(func(st *Status) { st.Ports, st.Dashboard = l.Ports, l.Dashboard })
+	return s.spawn(logf, l.Command, l.Env)
+}
+
+// spawn starts one run of command with env.
+func (s *Supervisor) spawn(logf io.Writer, command, env []string) (*exec.Cmd, chan error, error) {
 	if s.cfg.TempDir != "" {
 		// Ray refuses to start a head "already running at" its address when
 		// this file names it and any process on the machine (a Docker
@@ -233,16 +246,6 @@ func (s *Supervisor) spawn(logf io.Writer) (*exec.Cmd, chan error, error) {
 			s.cfg.Log.Warn("ray head: stale cluster address file", "err", err)
 		}
 	}
-	command, env := s.cfg.Command, s.cfg.Env
-	if s.runs > 0 && s.cfg.Relaunch != nil {
-		l, err := s.cfg.Relaunch()
-		if err != nil {
-			return nil, nil, err
-		}
-		command, env = l.Command, l.Env
-		s.set(func(st *Status) { st.Ports, st.Dashboard = l.Ports, l.Dashboard })
-	}
-	s.runs++
 	id := newID()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -439,7 +442,7 @@ func (r *Run) Wait(ctx context.Context) {
 				backoff = min(2*backoff, s.cfg.MaxBackoff)
 			}
 			for {
-				cmd, done, err := s.spawn(r.logf)
+				cmd, done, err := s.respawn(r.logf)
 				if err == nil {
 					r.cmd, r.done = cmd, done
 					break

@@ -72,18 +72,11 @@ func newSup(t *testing.T, mode string, opts ...func(*Config)) (*Supervisor, stri
 
 func TestRestartsWithBackoffAndKeepsLog(t *testing.T) {
 	s, dir := newSup(t, "exit")
-	r, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Wait(ctx); close(done) }()
+	stop := supervise(t, s)
 	if !rvtest.Until(20*time.Second, func() bool { return s.Status().Restarts >= 3 }) {
 		t.Fatalf("restarts = %d after 20 s, want 3", s.Status().Restarts)
 	}
-	cancel()
-	<-done
+	stop()
 	st, ok, err := ReadStatus(dir)
 	if err != nil || !ok {
 		t.Fatalf("ReadStatus: %v %v", ok, err)
@@ -222,14 +215,8 @@ func TestStartingUntilRayStarted(t *testing.T) {
 	}{{"silent", Starting}, {"block", Running}} {
 		t.Run(c.mode, func(t *testing.T) {
 			s, _ := newSup(t, c.mode)
-			r, err := s.Start()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { r.Wait(ctx); close(done) }()
-			defer func() { cancel(); <-done }()
+			stop := supervise(t, s)
+			defer stop()
 			rvtest.Until(2*time.Second, func() bool { return s.Status().State == Running })
 			st := s.Status()
 			id, ok := s.Current()
@@ -247,13 +234,7 @@ func TestStartingUntilRayStarted(t *testing.T) {
 func TestRestartsAtOnceAfterComingUp(t *testing.T) {
 	slow := func(c *Config) { c.MinBackoff, c.MaxBackoff = time.Hour, time.Hour }
 	s, _ := newSup(t, "up-exit", slow)
-	r, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Wait(ctx); close(done) }()
+	stop := supervise(t, s)
 	ids := map[string]bool{}
 	if !rvtest.Until(20*time.Second, func() bool {
 		if id := s.Status().ID; id != "" {
@@ -266,23 +247,15 @@ func TestRestartsAtOnceAfterComingUp(t *testing.T) {
 	if len(ids) < 2 {
 		t.Errorf("IDs seen %v, want a new one per start", ids)
 	}
-	cancel()
-	<-done
+	stop()
 
 	s2, _ := newSup(t, "exit", slow)
-	r2, err := s2.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	done2 := make(chan struct{})
-	go func() { r2.Wait(ctx2); close(done2) }()
+	stop2 := supervise(t, s2)
 	time.Sleep(500 * time.Millisecond) // a wrong "at once" would restart it many times here
 	if n := s2.Status().Restarts; n != 1 {
 		t.Errorf("a Ray head that never came up: %d restarts within 0.5 s, want 1 (then the 1 h backoff)", n)
 	}
-	cancel2()
-	<-done2
+	stop2()
 }
 
 // TestStaleClusterFileRemoved proves the Ray head's ray_current_cluster is
@@ -295,14 +268,8 @@ func TestStaleClusterFileRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := newSup(t, "block", func(c *Config) { c.TempDir = tmp })
-	r, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Wait(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	stop := supervise(t, s)
+	defer stop()
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("ray_current_cluster after start: %v, want removed", err)
 	}
@@ -331,14 +298,8 @@ func TestRestartEndsLeftovers(t *testing.T) {
 	s, _ = newSup(t, "leave", func(c *Config) {
 		c.Env = append(c.Env, "RAYHEAD_PIDS="+pids)
 	})
-	r, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Wait(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	stop := supervise(t, s)
+	defer stop()
 	if !rvtest.Until(20*time.Second, func() bool { return s.Status().Restarts >= 2 }) {
 		t.Fatalf("restarts = %d, want 2", s.Status().Restarts)
 	}
@@ -371,16 +332,9 @@ func TestRelaunchMakesEachRestartAnew(t *testing.T) {
 				Ports: &Ports{Dashboard: 8266}, Dashboard: "127.0.0.1:8266"}, nil
 		}
 	})
-	r, err := s.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Wait(ctx); close(done) }()
+	stop := supervise(t, s)
 	rvtest.Until(5*time.Second, func() bool { return s.Status().State == Running })
-	cancel()
-	<-done
+	stop()
 	st, _, err := ReadStatus(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -388,4 +342,18 @@ func TestRelaunchMakesEachRestartAnew(t *testing.T) {
 	if relaunched != 1 || st.Restarts != 1 || st.Ports == nil || st.Ports.Dashboard != 8266 || st.Dashboard != "127.0.0.1:8266" {
 		t.Errorf("relaunched %d times; status %+v (ports %+v): want 1 relaunch, 1 restart, its ports and dashboard", relaunched, st, st.Ports)
 	}
+}
+
+// supervise starts s and runs its Wait until stop, which ends it and
+// returns once Wait has.
+func supervise(t *testing.T, s *Supervisor) (stop func()) {
+	t.Helper()
+	r, err := s.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Wait(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }
