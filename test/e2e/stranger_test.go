@@ -76,20 +76,9 @@ func testStranger(t *testing.T, version string) {
 
 	cs := []creds{{name: "no client cert"}, {name: "cert of another CA", cert: foreignCert(t, strangerIP)}}
 	t.Run("the head's machine, as a stranger", func(t *testing.T) {
-		for _, r := range probeAll(ctx, s.dial, headTargets, cs) {
-			t.Log(r.summary())
-			if strings.HasPrefix(r.role, "other:") {
-				continue // not the cluster's: only reported
-			}
-			// The who-am-I DNS stands in for vast's public resolvers: the
-			// internet's, open to all (it answers nothing else).
-			if r.connected && !strings.Contains(r.role, "who-am-I") {
-				t.Errorf("%s (%s) connects from the stranger: the head's firewall does not guard it", r.target, r.role)
-			}
-			for _, b := range strangerGot(r, false) {
-				t.Errorf("%s (%s): stranger got %s", r.target, r.role, b)
-			}
-		}
+		// The who-am-I DNS stands in for vast's public resolvers: the
+		// internet's, open to all (it answers nothing else).
+		judgeHeadMachine(t, probeAll(ctx, s.dial, headTargets, cs), func(role string) bool { return !strings.Contains(role, "who-am-I") })
 	})
 	t.Run("each node's 64 ports, as a stranger", func(t *testing.T) {
 		for i, r := range probeAll(ctx, s.dial, nodeTargets, cs) {
@@ -155,6 +144,29 @@ func testStranger(t *testing.T, version string) {
 		checkJob(t, res, out, 2, version) // Ray works with every guard on
 	})
 	checkNoSecret(t, c, files.token)
+}
+
+// judgeHeadMachine fails the test for each of the cluster's ports on the
+// head's machine that gave the stranger anything, and for each that
+// connected where shut(role) says the firewall guards it; it logs every
+// report and returns how many of the cluster's ports it judged (others'
+// are only reported).
+func judgeHeadMachine(t *testing.T, reports []portReport, shut func(role string) bool) (judged int) {
+	t.Helper()
+	for _, r := range reports {
+		t.Log(r.summary())
+		if strings.HasPrefix(r.role, "other:") {
+			continue
+		}
+		judged++
+		if r.connected && shut(r.role) {
+			t.Errorf("%s (%s) connects from the stranger: the head's firewall does not guard it", r.target, r.role)
+		}
+		for _, b := range strangerGot(r, false) {
+			t.Errorf("%s (%s): stranger got %s", r.target, r.role, b)
+		}
+	}
+	return judged
 }
 
 // rayAddress is the Ray head's GCS address (the config's ray.head_address).
