@@ -23,7 +23,8 @@ import (
 // (no Docker network: nothing of the docker provider runs), as a head with
 // a public address has it on its own interface. The control: from this
 // machine the Ray head's job API answers the cluster token, so the doors
-// the stranger found shut are open to the cluster.
+// the stranger found shut are open to the cluster; the cluster token is
+// in none of the head's logs.
 func TestHeadMachineNoneNewest(t *testing.T) { testHeadMachineNone(t, rvtest.RayNewest) }
 
 // TestHeadMachineNoneOldest is TestHeadMachineNoneNewest with the oldest
@@ -53,6 +54,7 @@ func testHeadMachineNone(t *testing.T, version string) {
 				t.Fatal("no port of the cluster's at the head's IP: the probe saw nothing to judge")
 			}
 			c.jobAPIControl(ctx, t, files.token)
+			checkNoSecret(t, c, files.token)
 		})
 	}
 }
