@@ -38,6 +38,7 @@ type testHead struct {
 	mu        sync.Mutex
 	destroyed map[string]string // candidate -> reason
 	busy      int               // port checks still to answer ErrBusy, as a full gate does
+	hold      chan struct{}     // when set, port checks wait until it is closed
 }
 
 var nodeTypes = map[string]wire.NodeType{
@@ -78,7 +79,11 @@ func newHeadAt(t testing.TB, statePath string) *testHead {
 			if busy {
 				h.busy--
 			}
+			hold := h.hold
 			h.mu.Unlock()
+			if hold != nil {
+				<-hold
+			}
 			if busy {
 				return fmt.Errorf("%w: test gate full", ErrBusy)
 			}
@@ -407,18 +412,23 @@ func TestRejections(t *testing.T) {
 }
 
 // TestConcurrentSameToken: of N concurrent enrolls with one token exactly
-// one gets 200; the rest get the refusal bytes.
+// one gets past the token (SPEC §6 step 3); the rest get the refusal bytes.
+// The winner's port check is held until the others are answered: once it
+// completes, the same request is the agent's own retry and rightly gets a
+// reissued bundle (step 2, retries), which a free-running race would let
+// some of the N be (CI saw two 200s that way).
 func TestConcurrentSameToken(t *testing.T) {
 	h := newHead(t)
+	hold := make(chan struct{})
+	h.mu.Lock()
+	h.hold = hold
+	h.mu.Unlock()
 	_, tok, a := h.candidate(t, "inst-c", "127.0.2.1", "gpu1", fakeagent.Answer)
 	req := a.Request("inst-c", tok.Reveal(), 1)
 	const n = 8
 	codes := make(chan int, n)
-	var wg sync.WaitGroup
 	for range n {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			st, _, err := fakeagent.Post(context.Background(), fakeagent.Client("127.0.2.1", h.ca.Pool(), nil), h.url+"/enroll", req)
 			if err != nil {
 				t.Error(err)
@@ -426,12 +436,12 @@ func TestConcurrentSameToken(t *testing.T) {
 			codes <- st
 		}()
 	}
-	wg.Wait()
-	close(codes)
 	got := map[int]int{}
-	for c := range codes {
-		got[c]++
+	for range n - 1 {
+		got[<-codes]++
 	}
+	close(hold)
+	got[<-codes]++
 	if got[200] != 1 || got[403] != n-1 {
 		t.Errorf("status counts %v, want one 200 and %d 403", got, n-1)
 	}
