@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"net"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/internal/rvtest"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // TestHeadMachineNoneNewest and TestHeadMachineNoneOldest (issue 29): with
@@ -57,6 +60,73 @@ func testHeadMachineNone(t *testing.T, version string) {
 			checkNoSecret(t, c, files.token)
 		})
 	}
+}
+
+// TestHeadMachineNoneWithNodes (issue 29, the control with nodes): with
+// provider none and --firewall on, two nodes that the user rents by hand
+// (here through the docker provider's package on vast's network rebuilt
+// locally, driven as an external tool would: POST /v1/candidates, rent
+// with the returned env and bootloader.sh, PATCH the instance's id and
+// public IP) enroll, start Ray, run a task each and move a 20 MiB object
+// between them, every door of the head's machine guarded by the firewall
+// that follows the admin API's public IPs. Without it (a firewall that
+// admits no candidate) the nodes never reach port A.
+func TestHeadMachineNoneWithNodes(t *testing.T) {
+	rvtest.NeedRoot(t, "ip", "iptables", "nft")
+	version := rvtest.RayNewest
+	image, _ := rayImage(t, version)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var p *docker.Provider
+	c := startRayClusterEdit(t, version, 0, 2, func(cfg map[string]any) {
+		cfg["provider"] = map[string]any{"kind": "none"}
+		headIP, _, _ := net.SplitHostPort(cfg["ray"].(map[string]any)["head_address"].(string))
+		// The user's renting tool: its network's gateway is the head's IP,
+		// made before head up listens there.
+		var err error
+		p, err = docker.New(ctx, docker.Config{Engine: suite.eng, Cluster: cfg["cluster"].(string), HeadIP: headIP,
+			Settings: docker.Settings{Image: image}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+	}, "--firewall", "on")
+	c.waitRayHeadSettled(t, 3*time.Minute)
+	if !strings.Contains(c.out.String(), "firewall: on") {
+		t.Fatalf("head up --firewall on did not say its firewall is on:\n%s", c.out.String())
+	}
+	for range 2 {
+		rentByHand(ctx, t, c, p)
+	}
+	c.waitRunning(2, 4*time.Minute)
+	res, out := c.job(2, 2*time.Minute)
+	checkJob(t, res, out, 2, version)
+}
+
+// rentByHand is what a user's own renting does for provider none: a
+// candidate from the admin API, a rental with its env and bootloader.sh,
+// then the rental's instance id, host and public IP told to the head.
+func rentByHand(ctx context.Context, t *testing.T, c *rayCluster, p *docker.Provider) {
+	t.Helper()
+	var created wire.CandidateCreated
+	if err := c.admin.Do(ctx, http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: safeType}, &created, http.StatusCreated); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Rent(ctx, providerRequest(created.CandidateID, created.Env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.PublicIP == "" {
+		time.Sleep(200 * time.Millisecond)
+		if r, err = p.Get(ctx, r.InstanceID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch := wire.CandidatePatch{InstanceID: r.InstanceID, PublicIP: r.PublicIP, HostID: r.HostID}
+	if err := c.admin.Do(ctx, http.MethodPatch, "/v1/candidates/"+created.CandidateID, patch, nil, http.StatusOK); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rented by hand: candidate %s, instance %s at %s", created.CandidateID, r.InstanceID, r.PublicIP)
 }
 
 // dummyAddress puts ip on this machine's loopback interface for the test:
