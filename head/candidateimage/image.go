@@ -49,6 +49,9 @@ type Config struct {
 	FakerayDir string
 	// Suite and Mirror are debootstrap's (default bookworm, deb.debian.org).
 	Suite, Mirror string
+	// Packages are Debian packages the debootstrap base holds besides
+	// python3 (the training tests' python3-torch): part of the base's tag.
+	Packages []string
 	// Env is extra KEY=value baked into the image config (tests use it for
 	// FAKERAY_* knobs); part of the tag's hash.
 	Env []string
@@ -138,6 +141,9 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 			return "", errors.New("candidate image: real Ray needs the debootstrap base, not --base host (the host-files base lacks the libraries Ray links)")
 		}
 	}
+	if len(cfg.Packages) > 0 && cfg.Base != BaseDebootstrap {
+		return "", errors.New("candidate image: extra Debian packages need the debootstrap base and real Ray")
+	}
 	base, err := ensureBase(ctx, cfg)
 	if err != nil {
 		return "", err
@@ -168,7 +174,7 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 // ensureBase returns a base image, cached or built: a debootstrap one
 // first, the host-files one when debootstrap is missing or fails.
 func ensureBase(ctx context.Context, cfg Config) (string, error) {
-	deb := BaseRepo + ":" + baseTag(cfg.Suite, cfg.Mirror)
+	deb := BaseRepo + ":" + baseTag(cfg.Suite, cfg.Mirror, cfg.Packages)
 	exists := func(name string) (bool, error) {
 		_, err := cfg.Engine.InspectImage(ctx, name)
 		if errors.Is(err, dockerengine.ErrNotFound) {
@@ -212,9 +218,14 @@ func ensureBase(ctx context.Context, cfg Config) (string, error) {
 }
 
 // baseTag hashes debootstrap's inputs.
-func baseTag(suite, mirror string) string {
-	h := sha256.Sum256([]byte(imageRecipe + "\x00debootstrap --variant=minbase --include=python3\x00" + suite + "\x00" + mirror))
+func baseTag(suite, mirror string, packages []string) string {
+	h := sha256.Sum256([]byte(imageRecipe + "\x00debootstrap --variant=minbase " + includeFlag(packages) + "\x00" + suite + "\x00" + mirror))
 	return hex.EncodeToString(h[:6])
+}
+
+// includeFlag is debootstrap's --include: python3 and the extra packages.
+func includeFlag(packages []string) string {
+	return "--include=" + strings.Join(append([]string{"python3"}, packages...), ",")
 }
 
 // candidateTag hashes the base, every fakeray file (path and bytes) and the
@@ -310,7 +321,7 @@ func buildBase(ctx context.Context, cfg Config, name string) error {
 	root := filepath.Join(tmp, "rootfs")
 	cfg.Log.Info("building base image (debootstrap, about a minute, once per machine)", "image", name, "suite", cfg.Suite, "mirror", cfg.Mirror)
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, cfg.Debootstrap, "--variant=minbase", "--include=python3", cfg.Suite, root, cfg.Mirror)
+	cmd := exec.CommandContext(ctx, cfg.Debootstrap, "--variant=minbase", includeFlag(cfg.Packages), cfg.Suite, root, cfg.Mirror)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("build base image: debootstrap: %w\n%s", err, tail(out.String(), 2000))

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path"
 	"strings"
 	"time"
 
@@ -25,8 +26,8 @@ import (
 const (
 	raySiteDir    = "/opt/ray/site-packages"
 	rayPthName    = "rayvast-ray.pth"
-	debianSiteDir = "/usr/lib/python3/dist-packages"      // the debootstrap base's Python reads .pth files here
-	rayRecipe     = "ray 2: site-packages with byte code" // bump when the Ray layer's steps change
+	debianSiteDir = "/usr/lib/python3/dist-packages"                              // the debootstrap base's Python reads .pth files here
+	rayRecipe     = "ray 3: site-packages with byte code, before the image's own" // bump when the Ray layer's steps change
 )
 
 // buildRayImage returns the candidate image with real Ray (cfg.RayVersion
@@ -108,7 +109,13 @@ func raySkeleton(pth string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	data := []byte("import site; site.addsitedir(" + pyQuote(raySiteDir) + ")\n")
+	// Ray's site dir goes before the one holding the .pth (the image's
+	// Debian packages, python3-torch's numpy or typing_extensions among
+	// them), as a venv's comes before the system's: Ray runs on the
+	// versions it was installed with.
+	own := pyQuote(path.Dir(pth))
+	data := []byte("import sys, site; n = len(sys.path); site.addsitedir(" + pyQuote(raySiteDir) + "); new = sys.path[n:]; del sys.path[n:]; " +
+		"i = sys.path.index(" + own + ") if " + own + " in sys.path else n; sys.path[i:i] = new\n")
 	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(pth, "/"), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: mtime}); err != nil {
 		return nil, err
 	}

@@ -40,27 +40,34 @@ var rayImages struct {
 
 // rayImage is the candidate image with real Ray of version (built once).
 func rayImage(t testing.TB, version string) (image, python string) {
+	return rayImageWith(t, version)
+}
+
+// rayImageWith is rayImage on a base that also holds the Debian packages
+// named (the training tests' python3-torch).
+func rayImageWith(t testing.TB, version string, packages ...string) (image, python string) {
 	t.Helper()
 	needSuite(t)
 	python = rvtest.RayPython(t, version)
+	key := strings.Join(append([]string{version}, packages...), "+")
 	rayImages.Lock()
 	defer rayImages.Unlock()
-	if img, ok := rayImages.m[version]; ok {
+	if img, ok := rayImages.m[key]; ok {
 		return img, python
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
-	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: suite.eng, RayVersion: version,
+	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: suite.eng, RayVersion: version, Packages: packages,
 		RayWheels: rayenv.SharedWheels(suite.repo), RayVenvDir: filepath.Dir(filepath.Dir(python))})
 	if err != nil {
-		t.Fatalf("image with Ray %s: %v", version, err)
+		t.Fatalf("image with Ray %s and %q: %v", version, packages, err)
 	}
-	t.Logf("image %s with real Ray %s ready in %s", img, version, time.Since(start).Round(time.Millisecond))
+	t.Logf("image %s with real Ray %s and %q ready in %s", img, version, packages, time.Since(start).Round(time.Millisecond))
 	if rayImages.m == nil {
 		rayImages.m = map[string]string{}
 	}
-	rayImages.m[version] = img
+	rayImages.m[key] = img
 	return img, python
 }
 
@@ -94,6 +101,12 @@ func startRayClusterMinMax(t testing.TB, version string, minWorkers, maxWorkers 
 func startRayClusterEdit(t testing.TB, version string, minWorkers, maxWorkers int, edit func(cfg map[string]any), upArgs ...string) *rayCluster {
 	t.Helper()
 	image, python := rayImage(t, version)
+	return startRayClusterImage(t, version, image, python, minWorkers, maxWorkers, edit, upArgs...)
+}
+
+// startRayClusterImage is startRayClusterEdit with the nodes' image given.
+func startRayClusterImage(t testing.TB, version, image, python string, minWorkers, maxWorkers int, edit func(cfg map[string]any), upArgs ...string) *rayCluster {
+	t.Helper()
 	name := fmt.Sprintf("%sray-%d", clusterPrefix, time.Now().UnixNano()%1e6)
 	// The GCS and ports A and B: three different free ports (picked one by
 	// one they once came out the same, and the Ray head never started).
