@@ -84,3 +84,15 @@ func (s *Server) Outbid(ctx context.Context, id int64) error {
 	}
 	return nil
 }
+
+// SetMinBid changes an offer's min_bid (another renter bid on the
+// machine): a later bid below it starts stopped.
+func (s *Server) SetMinBid(offerID int64, minBid float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.offers {
+		if s.offers[i].ID == offerID {
+			s.offers[i].MinBid = minBid
+		}
+	}
+}

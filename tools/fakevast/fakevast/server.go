@@ -88,12 +88,12 @@ func goodMachine(o Offer) Offer {
 
 // DefaultOffers are n offers of machines without GPUs (the containers of
 // this machine have none, and the fake does not lie about it), on distinct
-// hosts and machines, cheapest first.
+// hosts and machines, cheapest first; each takes bids from its min_bid.
 func DefaultOffers(n int) []Offer {
 	out := make([]Offer, n)
 	for i := range out {
 		out[i] = Offer{ID: int64(5001 + i), MachineID: int64(2001 + i), HostID: int64(1001 + i), GPUName: "fake-cpu",
-			NumGPUs: 0, DPHTotal: 0.10 + 0.01*float64(i), Verified: true, Rentable: true, DirectPortCount: 100}
+			NumGPUs: 0, DPHTotal: 0.10 + 0.01*float64(i), MinBid: 0.04 + 0.005*float64(i), Verified: true, Rentable: true, DirectPortCount: 100}
 	}
 	return out
 }
