@@ -194,12 +194,12 @@ type Instance struct {
 	StartErr  string
 	Killed    bool
 	Destroyed bool
-	Stopped   bool   // created stopped (StartsStopped)
-	Vanished  string // actual_status after its host lost it (Vanish)
+	Stopped   bool    // created stopped (StartsStopped)
+	Vanished  string  // actual_status after its host lost it (Vanish)
 	Bid       float64 // the create's price: an interruptible rental (bids.go)
 	Outbid    bool    // paused by a higher bid (Outbid)
 	DPH       float64 // its price now: the offer's, the bid, or an accepted increase (terms.go)
-	APIKey    string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	APIKey    string  // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
 	// DestroyedByOwnKey: the destroy came with the instance's own key.
 	DestroyedByOwnKey bool
 	DestroyedAt       time.Time
@@ -672,7 +672,7 @@ func (s *Server) view(in *Instance) map[string]any {
 		"public_ipaddr": ip, "ports": ports, "machine_id": in.Offer.MachineID, "host_id": in.Offer.HostID,
 		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": in.DPH,
 		"start_date": float64(in.Created.UnixNano()) / 1e9,
-		"is_bid": in.Bid > 0, "min_bid": in.Offer.MinBid, "end_date": endDate(in),
+		"is_bid":     in.Bid > 0, "min_bid": in.Offer.MinBid, "end_date": endDate(in),
 	}
 }
 
