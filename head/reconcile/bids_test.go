@@ -67,8 +67,9 @@ func (e *vastEnv) live(id string) bool {
 // TestOutbidReplacedInOneTick: with an interruptible node type the loop
 // sweeps every tick (the provider asks it to), so a bid vast pauses when
 // outbid (it bills storage) is ended "outbid", its paused instance
-// destroyed and a replacement created on the first tick after the pause,
-// its host not blocklisted (an outbid is not the host's fault).
+// destroyed and a replacement created on the first tick after the pause
+// (even one a little early), its host not blocklisted (an outbid is not
+// the host's fault).
 func TestOutbidReplacedInOneTick(t *testing.T) {
 	e := newVastEnvWith(t, fakevast.DefaultOffers(6), vast.OfferSpec{Interruptible: &wire.BidPolicy{MaxBidDPH: 0.2, Margin: 0.1}}, nil)
 	fc := e.enrolled(t, "n1", "n2")
@@ -83,7 +84,7 @@ func TestOutbidReplacedInOneTick(t *testing.T) {
 	if err := e.fake.Outbid(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	e.clk.Add(every) // the next tick
+	e.clk.Add(every - 100*time.Millisecond) // the next tick, a little early (a ticker jitters)
 	res, err := l.Tick(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -79,7 +79,9 @@ type pass struct {
 func (p *pass) listRentals() (rentals []provider.Rental, swept bool) {
 	l := p.l
 	now := l.cfg.Now()
-	if l.cfg.Rentals == nil || !(p.down || l.lastSweep.IsZero() || now.Sub(l.lastSweep) >= l.cfg.SweepEvery) {
+	// Half a tick of slack: ticks jitter, and a sweep due every tick
+	// (SweepEvery = Every) must not skip one that came a little early.
+	if l.cfg.Rentals == nil || !(p.down || l.lastSweep.IsZero() || now.Sub(l.lastSweep) >= l.cfg.SweepEvery-l.cfg.Every/2) {
 		return nil, false
 	}
 	l.lastSweep = now
