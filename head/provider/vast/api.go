@@ -98,6 +98,7 @@ func (q Query) Body() map[string]any {
 	price := "dph_total"
 	if q.Bid {
 		f["type"], price = "bid", "min_bid"
+		f["order"] = [][]string{{"min_bid", "asc"}} // the lowest bid first
 	}
 	if g := GPUName(q.GPUName); g != "" {
 		f["gpu_name"] = map[string]any{"eq": g}

@@ -3,6 +3,7 @@ package vast
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -60,8 +61,8 @@ func TestWireBidMatchesCLI(t *testing.T) {
 	sameShape(t, "bid search", search[0].body, merged(t, fx["search offers --type bid"].Body, fx["search offers with filters"].Body), "type", "min_bid", "order")
 	var q map[string]any
 	json.Unmarshal(search[0].body, &q)
-	if q["type"] != "bid" || q["dph_total"] != nil {
-		t.Errorf("bid search: type %v, dph_total %v; want bid and no dph_total cap (the on-demand price)", q["type"], q["dph_total"])
+	if q["type"] != "bid" || q["dph_total"] != nil || fmt.Sprint(q["order"]) != "[[min_bid asc]]" {
+		t.Errorf("bid search: type %v, dph_total %v, order %v; want bid, no dph_total cap (the on-demand price), min_bid first", q["type"], q["dph_total"], q["order"])
 	}
 	sameShape(t, "bid create", create[0].body, fx["create instance --bid_price"].Body, "price")
 	var body map[string]any
