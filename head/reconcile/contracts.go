@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"math"
 	"time"
 
 	"github.com/rayvast/rayvast/head/provider"
@@ -93,4 +94,25 @@ func (l *Loop) isReplacing(rep string) bool {
 		}
 	}
 	return false
+}
+
+// reprice records the new price of each live candidate whose rental the
+// sweep shows at another $/hour than recorded (a price increase accepted);
+// a candidate with no recorded price is left alone.
+func (p *pass) reprice() {
+	rp, ok := p.l.cfg.Cluster.(Repricer)
+	if !ok {
+		return
+	}
+	for id, c := range p.live {
+		r, ok := p.rentals[id]
+		if !ok || r.InstanceID != c.InstanceID || r.DPHTotal <= 0 || c.DPHTotal <= 0 || math.Abs(r.DPHTotal-c.DPHTotal) < 1e-9 {
+			continue
+		}
+		if err := rp.Reprice(p.ctx, id, r.DPHTotal); err != nil {
+			p.errs = append(p.errs, err)
+			continue
+		}
+		p.l.cfg.Log.Info("reconcile: a rental's price changed", "candidate", id, "instance", c.InstanceID, "old_dph", c.DPHTotal, "dph_total", r.DPHTotal)
+	}
 }

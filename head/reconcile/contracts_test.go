@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -75,11 +76,22 @@ func TestContractEndedReplaced(t *testing.T) {
 
 // TestPriceIncreaseAboveCapReplaced: a host's price increase above
 // price_increase_max_dph is rejected and the rental ended price_increase
-// and replaced (no blocklist, no failure); with no cap (the default) it is
-// rejected and the node kept.
+// and replaced (no blocklist, no failure); under the cap it is accepted
+// and the candidate repriced (max_dph_total counts the new price); with no
+// cap (the default) it is rejected and the node kept at its price.
 func TestPriceIncreaseAboveCapReplaced(t *testing.T) {
-	for _, limit := range []float64{0, 0.15} {
-		e := newVastEnvWith(t, fakevast.DefaultOffers(4), vast.OfferSpec{MaxDPH: 0.5}, func(s *vast.Settings) { s.PriceIncreaseMaxDPH = limit })
+	for _, c := range []struct {
+		limit   float64
+		answer  string
+		ended   string
+		created int
+		dph     float64
+	}{
+		{0, "rejected", "", 0, 0.10},
+		{0.25, "accepted", "", 0, 0.2},
+		{0.15, "rejected", ReasonPriceIncrease, 1, 0.10},
+	} {
+		e := newVastEnvWith(t, fakevast.DefaultOffers(4), vast.OfferSpec{MaxDPH: 0.5}, func(s *vast.Settings) { s.PriceIncreaseMaxDPH = c.limit })
 		fc := e.enrolled(t, "n1")
 		id, _ := strconv.ParseInt(fc.cands[0].InstanceID, 10, 64)
 		if _, err := e.fake.RaisePrice(id, 0.2); err != nil {
@@ -90,18 +102,17 @@ func TestPriceIncreaseAboveCapReplaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, created := "", 0
-		if limit > 0 {
-			want, created = ReasonPriceIncrease, 1
+		if res.Ended["n1"] != c.ended || res.Created["cpu"] != c.created {
+			t.Errorf("cap %g: ended %v created %v; want n1 %q, %d created", c.limit, res.Ended, res.Created, c.ended, c.created)
 		}
-		if res.Ended["n1"] != want || res.Created["cpu"] != created {
-			t.Errorf("cap %g: ended %v created %v; want n1 %q, %d created", limit, res.Ended, res.Created, want, created)
+		if inc := e.fake.Increases(); len(inc) != 1 || inc[0].Answer != c.answer {
+			t.Errorf("cap %g: vast saw %+v, want the increase %s", c.limit, inc, c.answer)
 		}
-		if inc := e.fake.Increases(); len(inc) != 1 || inc[0].Answer != "rejected" {
-			t.Errorf("cap %g: vast saw %+v, want the increase rejected", limit, inc)
+		if got := fc.cands[0].DPHTotal; math.Abs(got-c.dph) > 1e-9 {
+			t.Errorf("cap %g: n1 costs %g, want %g", c.limit, got, c.dph)
 		}
 		if _, blocked := e.block.Blocked(fc.cands[0].HostID); blocked {
-			t.Errorf("cap %g: host blocklisted for a price increase", limit)
+			t.Errorf("cap %g: host blocklisted for a price increase", c.limit)
 		}
 	}
 }

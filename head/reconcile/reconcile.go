@@ -35,6 +35,13 @@ type Cluster interface {
 	End(ctx context.Context, candidateID, reason string) error
 }
 
+// Repricer is a Cluster that can record a live candidate's new $/hour
+// (InProcess): a rental whose price rose (an accepted price increase) is
+// repriced at a sweep, so max_dph_total counts what it costs now.
+type Repricer interface {
+	Reprice(ctx context.Context, candidateID string, dph float64) error
+}
+
 // Rentals is what the loop reads of the provider to find leaks
 // (provider.Provider satisfies it).
 type Rentals interface {

@@ -38,6 +38,9 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	}
 	p.halted = !p.down && l.providerHalted()
 	p.tally(cands)
+	if swept && !p.down {
+		p.reprice()
+	}
 	l.forgetSpares(p.live)
 	if !p.down {
 		for _, n := range slices.Sorted(maps.Keys(l.cfg.NodeTypes)) {

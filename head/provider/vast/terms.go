@@ -150,9 +150,12 @@ func (p *Provider) checkPrices(ctx context.Context, ours map[int64]*provider.Ren
 		}
 		p.mu.Lock()
 		p.termsFor(row.ContractID, r.CandidateID).PriceIncrease = pi
-		if pi.Action == wire.PriceEnding {
+		switch pi.Action {
+		case wire.PriceEnding:
 			p.ending[row.ContractID] = EndPriceIncrease
 			r.EndNow = EndPriceIncrease
+		case wire.PriceAccepted:
+			r.DPHTotal = pi.NewDPH // what it costs from now on
 		}
 		p.mu.Unlock()
 		p.log.Warn("vast: a host raised its price", "instance", row.ContractID, "candidate", r.CandidateID, "host", row.HostID,
