@@ -169,16 +169,19 @@ func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logg
 	}
 	p := newParts(cfg, in, reg, block, driver, ls, pauses, hooks.rayHead, log)
 	if prov != nil {
+		sweep, replaceBefore := timing(prov)
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin, Rentals: prov,
 			Blocklist: block, Status: driver.ProviderStatus,
 			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
-			Firewall:    firewallOn(f),
-			Nft:         f.nft,
-			RayPorts:    hooks.rayPorts,
-			MaxDPHTotal: cfg.MaxDPHTotal,
-			RayScales:   cfg.Autoscaler != nil,
-			Pauses:      pauses,
-			Log:         log.With("part", "reconcile")})
+			Firewall:      firewallOn(f),
+			Nft:           f.nft,
+			RayPorts:      hooks.rayPorts,
+			MaxDPHTotal:   cfg.MaxDPHTotal,
+			RayScales:     cfg.Autoscaler != nil,
+			Pauses:        pauses,
+			SweepEvery:    sweep,
+			ReplaceBefore: replaceBefore,
+			Log:           log.With("part", "reconcile")})
 		if err != nil {
 			ls.close()
 			return err

@@ -53,6 +53,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var prov wire.ProviderStatus
 	if err := c.Do(ctx, http.MethodGet, "/v1/provider", nil, &prov, http.StatusOK); err == nil {
 		printProvider(stdout, prov, time.Now())
+		printTerms(stdout, prov.Rentals, time.Now())
 	}
 	printRayHead(stdout, *state, time.Now())
 	return 0

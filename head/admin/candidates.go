@@ -68,3 +68,13 @@ func (s *Server) End(candidateID, reason string) (wire.Candidate, error) {
 	s.cfg.Log.Info("candidate ended", "candidate", c.CandidateID, "instance", c.InstanceID, "reason", reason)
 	return c, nil
 }
+
+// Reprice records a live candidate's new $/hour (its host's price
+// increase was accepted), so max_dph_total counts what it costs now.
+func (s *Server) Reprice(candidateID string, dph float64) error {
+	if _, err := s.cfg.Registry.Patch(candidateID, wire.CandidatePatch{DPHTotal: dph}); err != nil {
+		return registryError(err)
+	}
+	s.cfg.Log.Info("candidate repriced", "candidate", candidateID, "dph_total", dph)
+	return nil
+}

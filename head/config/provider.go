@@ -58,8 +58,9 @@ func validateProvider(c *wire.Config) error {
 	if p.Kind != "vast" {
 		// Only vast rents by offer; a docker or none block with vast's
 		// settings is a config mixed up, not something to ignore.
-		if p.BaseURL != "" || p.APIKeyFile != "" || p.DiskGB != 0 || len(p.NodeTypes) > 0 || !p.OfferFilters.Empty() {
-			return fmt.Errorf("provider: base_url, api_key_file, disk_gb, node_types and offer filters are vast settings, not %s's", p.Kind)
+		if p.BaseURL != "" || p.APIKeyFile != "" || p.DiskGB != 0 || len(p.NodeTypes) > 0 || !p.OfferFilters.Empty() ||
+			p.ReplaceBeforeEndS != nil || p.PriceIncreaseMaxDPH != 0 {
+			return fmt.Errorf("provider: base_url, api_key_file, disk_gb, node_types, replace_before_end_s, price_increase_max_dph and offer filters are vast settings, not %s's", p.Kind)
 		}
 		if p.Kind == "none" && p.Image != "" {
 			return fmt.Errorf("provider.image: kind none rents nothing")
@@ -77,6 +78,12 @@ func validateProvider(c *wire.Config) error {
 	}
 	if err := p.OfferFilters.Check(); err != nil {
 		return fmt.Errorf("provider.%w", err)
+	}
+	if r := p.ReplaceBeforeEndS; r != nil && (*r < 0 || *r > 30*24*3600) {
+		return fmt.Errorf("provider.replace_before_end_s: %d, want 0-2592000 seconds (0: replace at the end date)", *r)
+	}
+	if m := p.PriceIncreaseMaxDPH; !(m >= 0 && m < 1000) {
+		return fmt.Errorf("provider.price_increase_max_dph: %g, want 0 (reject every price increase) or a $/hour cap", m)
 	}
 	names := make([]string, 0, len(p.NodeTypes))
 	for n := range p.NodeTypes {
@@ -98,6 +105,17 @@ func validateProvider(c *wire.Config) error {
 		_, top := p.Search["gpu_name"]
 		if o.GPUName != "" && (own || top) {
 			return fmt.Errorf("provider.node_types.%s: gpu_name and search.gpu_name both set; keep one", n)
+		}
+		if b := o.Interruptible; b != nil {
+			if err := b.Check(); err != nil {
+				return fmt.Errorf("provider.node_types.%s.%w", n, err)
+			}
+			if o.MaxDPH != 0 {
+				return fmt.Errorf("provider.node_types.%s: max_dph and interruptible both set; an interruptible type's cap is interruptible.max_bid_dph", n)
+			}
+			if c.MaxDPHTotal > 0 && b.MaxBidDPH > c.MaxDPHTotal {
+				return fmt.Errorf("provider.node_types.%s.interruptible.max_bid_dph %.4g: above max_dph_total %.4g, no such bid could be afforded", n, b.MaxBidDPH, c.MaxDPHTotal)
+			}
 		}
 		if c.MaxDPHTotal > 0 && o.MaxDPH > c.MaxDPHTotal {
 			return fmt.Errorf("provider.node_types.%s.max_dph %.4g: above max_dph_total %.4g, no such rental could be afforded", n, o.MaxDPH, c.MaxDPHTotal)

@@ -20,6 +20,8 @@ func TestProviderGood(t *testing.T) {
 		`"provider":{"kind":"vast","reliability2":0.99,"verified":false,"cuda_max_good":12.4,"inet_down":500,"inet_up":200,
 		  "datacenter":true,"geolocation":["US","CA"],"search":{"gpu_ram":{"gte":24000},"cpu_arch":{"in":["amd64"]}},
 		  "node_types":{"gpu1":{"reliability2":0.9,"search":{"static_ip":{"eq":true}}}}}`,
+		`"provider":{"kind":"vast","replace_before_end_s":0,"price_increase_max_dph":0.6,
+		  "node_types":{"gpu1":{"interruptible":{"max_bid_dph":0.3,"margin":0.1}}}},"max_dph_total":2`,
 	} {
 		c, err := Parse(strings.NewReader(withProvider(block)))
 		if err != nil {
@@ -58,6 +60,13 @@ func TestProviderRefuses(t *testing.T) {
 		{"search on a node type", `"provider":{"kind":"vast","node_types":{"gpu1":{"search":{"x":{"eq":1}}}}}`, "provider.node_types.gpu1.search.x"},
 		{"gpu_name twice", `"provider":{"kind":"vast","search":{"gpu_name":{"in":["RTX 4090"]}},"node_types":{"gpu1":{"gpu_name":"RTX 3090"}}}`, "gpu_name and search.gpu_name both set"},
 		{"filters on docker", `"provider":{"kind":"docker","inet_down":10}`, "offer filters are vast settings"},
+		{"bid without cap", `"provider":{"kind":"vast","node_types":{"gpu1":{"interruptible":{"margin":0.1}}}}`, "provider.node_types.gpu1.interruptible.max_bid_dph"},
+		{"bid margin above 1", `"provider":{"kind":"vast","node_types":{"gpu1":{"interruptible":{"max_bid_dph":1,"margin":2}}}}`, "interruptible.margin"},
+		{"bid and max_dph", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":1,"interruptible":{"max_bid_dph":1}}}}`, "max_dph and interruptible both set"},
+		{"bid above total", `"provider":{"kind":"vast","node_types":{"gpu1":{"interruptible":{"max_bid_dph":3}}}},"max_dph_total":2`, "no such bid"},
+		{"negative lead", `"provider":{"kind":"vast","replace_before_end_s":-1}`, "provider.replace_before_end_s"},
+		{"negative price cap", `"provider":{"kind":"vast","price_increase_max_dph":-1}`, "provider.price_increase_max_dph"},
+		{"contract settings on docker", `"provider":{"kind":"docker","price_increase_max_dph":1}`, "vast settings"},
 		{"max_dph above total", `"provider":{"kind":"vast","node_types":{"gpu1":{"max_dph":3}}},"max_dph_total":2`, "above max_dph_total"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -48,6 +49,14 @@ type Rental struct {
 	// Yield: another rental of this account (another head's, perhaps)
 	// holds the same machine and keeps it; this one must end.
 	Yield bool
+	// EndNow is why the rental must end at once though its host is not at
+	// fault ("" none): "outbid" (vast paused an interruptible rental),
+	// "contract_ended" (stopped at its end date), "price_increase" (its
+	// host's new price is above the configured cap). No blocklist.
+	EndNow string
+	// EndsAt is when the provider stops the rental by itself (vast's
+	// contract end date); zero when none is known.
+	EndsAt time.Time
 }
 
 // Statuser is a provider that can say why it rents nothing now (head

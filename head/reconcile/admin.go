@@ -64,3 +64,8 @@ func (a inProcess) End(_ context.Context, candidateID, reason string) error {
 	_, err := a.s.End(candidateID, reason)
 	return err
 }
+
+// Reprice implements Repricer.
+func (a inProcess) Reprice(_ context.Context, candidateID string, dph float64) error {
+	return a.s.Reprice(candidateID, dph)
+}

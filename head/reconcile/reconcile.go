@@ -35,6 +35,13 @@ type Cluster interface {
 	End(ctx context.Context, candidateID, reason string) error
 }
 
+// Repricer is a Cluster that can record a live candidate's new $/hour
+// (InProcess): a rental whose price rose (an accepted price increase) is
+// repriced at a sweep, so max_dph_total counts what it costs now.
+type Repricer interface {
+	Reprice(ctx context.Context, candidateID string, dph float64) error
+}
+
 // Rentals is what the loop reads of the provider to find leaks
 // (provider.Provider satisfies it).
 type Rentals interface {
@@ -64,6 +71,17 @@ const (
 	// ReasonMachineShared: another rental of the account holds the same
 	// machine (another head's, perhaps) and keeps it.
 	ReasonMachineShared = "machine_shared"
+	// ReasonContractEnd: the rental's contract ends within ReplaceBefore
+	// and its replacement enrolled (contracts.go).
+	ReasonContractEnd = "contract_end"
+	// Reasons a provider gives in Rental.EndNow (head/provider/vast):
+	// outbid (a paused bid: counts as a failure, so endless outbids pause
+	// the node type), contract_ended (stopped at its end date) and
+	// price_increase (the host's new price is above the cap). No host is
+	// blocklisted for them.
+	ReasonOutbid        = "outbid"
+	ReasonContractEnded = "contract_ended"
+	ReasonPriceIncrease = "price_increase"
 )
 
 // Blocklist is what the loop adds hosts to (head/blocklist.List).
@@ -74,7 +92,8 @@ type Blocklist interface {
 // notFailures are end reasons that say nothing bad about renting (no_slot:
 // a healthy candidate that came when every slot was taken).
 var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true, ReasonSpareUnneeded: true,
-	wire.ReasonNoSlot: true, rentals.ReasonOverBudget: true, ReasonMachineShared: true}
+	wire.ReasonNoSlot: true, rentals.ReasonOverBudget: true, ReasonMachineShared: true,
+	ReasonContractEnd: true, ReasonContractEnded: true, ReasonPriceIncrease: true}
 
 // Config builds a Loop.
 type Config struct {
@@ -105,8 +124,14 @@ type Config struct {
 	PauseWindow time.Duration
 	Every       time.Duration // tick period, default 5 s
 	// SweepEvery spaces the leak sweeps (one List call at the provider),
-	// default 30 s; at down every tick sweeps.
+	// default 30 s; at down every tick sweeps. The head sets it to Every
+	// when a node type rents interruptible: an outbid pause then ends
+	// within one tick.
 	SweepEvery time.Duration
+	// ReplaceBefore: an enrolled node whose rental's contract ends
+	// (Rental.EndsAt) within this long gets a replacement, and is ended
+	// once that enrolled (contracts.go); 0 = none.
+	ReplaceBefore time.Duration
 	// MaxDPHTotal is the config's max_dph_total: no candidate is created
 	// while the live rentals cost that much (the driver caps each rental
 	// at what is left). 0 = no cap.
@@ -136,6 +161,11 @@ type Loop struct {
 	lastSweep time.Time
 	started   time.Time       // RayScales: failures before it are not replaced
 	replaced  map[string]bool // RayScales: failed candidates already replaced
+	// contracts.go: end dates by candidate (from the last sweep), and
+	// the replacements of nodes whose contract ends soon.
+	ends        map[string]time.Time
+	replacing   map[string]string // node's candidate → its replacement's
+	replacement map[string]bool   // candidates that replace such a node
 }
 
 // New returns a Loop.
@@ -169,7 +199,8 @@ func New(cfg Config) *Loop {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{cfg: cfg, spares: map[string]bool{}, paused: map[string]bool{}, started: cfg.Now(), replaced: map[string]bool{}}
+	return &Loop{cfg: cfg, spares: map[string]bool{}, paused: map[string]bool{}, started: cfg.Now(), replaced: map[string]bool{},
+		ends: map[string]time.Time{}, replacing: map[string]string{}, replacement: map[string]bool{}}
 }
 
 // Run ticks until ctx ends. A stale down marker of an earlier `head down` is

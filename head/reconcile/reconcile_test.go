@@ -42,6 +42,17 @@ func (f *fakeCluster) End(_ context.Context, id, reason string) error {
 	return fmt.Errorf("no candidate %s", id)
 }
 
+// Reprice implements Repricer.
+func (f *fakeCluster) Reprice(_ context.Context, id string, dph float64) error {
+	for i := range f.cands {
+		if f.cands[i].CandidateID == id {
+			f.cands[i].DPHTotal = dph
+			return nil
+		}
+	}
+	return fmt.Errorf("no candidate %s", id)
+}
+
 type fakeRentals struct {
 	list      []provider.Rental
 	destroyed []string

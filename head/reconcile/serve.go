@@ -37,6 +37,10 @@ type ServeConfig struct {
 	MaxDPHTotal   float64 // the config's max_dph_total (0: no cap)
 	RayScales     bool    // the config's autoscaler block: Ray owns the count (Config.RayScales)
 	Pauses        *Pauses // where paused node types are recorded (Config.Pauses)
+	// SweepEvery and ReplaceBefore as in Config (zero: a sweep every 30 s;
+	// no replacement before a contract's end).
+	SweepEvery    time.Duration
+	ReplaceBefore time.Duration
 	Log           *slog.Logger
 }
 
@@ -62,7 +66,8 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 			"remove it with `head down` or `nft delete table inet "+table+"` if it is not another head's", "table", "inet "+table)
 	}
 	c := Config{Cluster: InProcess(cfg.Admin), Rentals: cfg.Rentals, Blocklist: cfg.Blocklist, Status: cfg.Status, NodeTypes: cfg.NodeTypes,
-		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, MaxDPHTotal: cfg.MaxDPHTotal, RayScales: cfg.RayScales, Pauses: cfg.Pauses, Log: cfg.Log}
+		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, MaxDPHTotal: cfg.MaxDPHTotal, RayScales: cfg.RayScales, Pauses: cfg.Pauses, Log: cfg.Log,
+		SweepEvery: cfg.SweepEvery, ReplaceBefore: cfg.ReplaceBefore}
 	if fw != nil {
 		c.Firewall = fw
 	}

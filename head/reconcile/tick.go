@@ -23,7 +23,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	p.res.Down = p.down
 	// Rentals first, candidates second: a candidate is made before its
 	// rental, so every rental found has its candidate in the later list.
-	rentals := p.listRentals()
+	rentals, swept := p.listRentals()
 	cands, err := l.cfg.Cluster.Candidates(ctx)
 	if err != nil {
 		return p.res, fmt.Errorf("list candidates: %w", err)
@@ -33,11 +33,18 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 	for _, r := range rentals {
 		p.rentals[r.CandidateID] = r
 	}
+	if swept {
+		l.noteEnds(rentals)
+	}
 	p.halted = !p.down && l.providerHalted()
 	p.tally(cands)
+	if swept && !p.down {
+		p.reprice()
+	}
 	l.forgetSpares(p.live)
 	if !p.down {
 		for _, n := range slices.Sorted(maps.Keys(l.cfg.NodeTypes)) {
+			p.replaceExpiring(n, cands)
 			if l.cfg.RayScales {
 				p.replaceFailed(n, cands)
 			} else {
@@ -46,6 +53,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		}
 		p.forgetReplaced()
 	}
+	l.forgetReplacements(p.live)
 	p.destroyLeaks(rentals)
 	p.syncFirewall()
 	return p.res, errors.Join(p.errs...)
@@ -69,20 +77,23 @@ type pass struct {
 }
 
 // listRentals lists the provider's rentals when a sweep is due (every
-// SweepEvery, and on every pass when down); nil otherwise.
-func (p *pass) listRentals() []provider.Rental {
+// SweepEvery, and on every pass when down); nil otherwise. swept: the
+// list was read.
+func (p *pass) listRentals() (rentals []provider.Rental, swept bool) {
 	l := p.l
 	now := l.cfg.Now()
-	if l.cfg.Rentals == nil || !(p.down || l.lastSweep.IsZero() || now.Sub(l.lastSweep) >= l.cfg.SweepEvery) {
-		return nil
+	// Half a tick of slack: ticks jitter, and a sweep due every tick
+	// (SweepEvery = Every) must not skip one that came a little early.
+	if l.cfg.Rentals == nil || !(p.down || l.lastSweep.IsZero() || now.Sub(l.lastSweep) >= l.cfg.SweepEvery-l.cfg.Every/2) {
+		return nil, false
 	}
 	l.lastSweep = now
 	rentals, err := l.cfg.Rentals.List(p.ctx)
 	if err != nil {
 		p.errs = append(p.errs, err)
-		return nil
+		return nil, false
 	}
-	return rentals
+	return rentals, true
 }
 
 // end ends a candidate, noting it in the result (or the error).
@@ -131,6 +142,8 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 			t.failed++
 			t.failLong(ReasonEnrollTimeout)
 			p.noteFailure(t, c, true)
+		case p.l.replacement[c.CandidateID]:
+			p.live[c.CandidateID] = c // extra to the count until it enrolls (contracts.go)
 		default:
 			t.inflight = append(t.inflight, c)
 			p.live[c.CandidateID] = c
@@ -162,9 +175,18 @@ func (p *pass) gone(c wire.Candidate, t *tally) bool {
 		return false
 	}
 	ran := c.State == wire.StateRunning || c.State == wire.StateEnrolled || c.State == wire.StateLost
+	live := c.State != wire.StateEnded && c.State != wire.StateDestroyRequested
 	switch {
-	case r.Yield && c.State != wire.StateEnded && c.State != wire.StateDestroyRequested:
+	case r.Yield && live:
 		p.end(c, ReasonMachineShared)
+	case r.EndNow != "" && live:
+		// Not the host's fault (outbid, contract end, price rise): no
+		// blocklist; an outbid counts as a failure all the same.
+		p.end(c, r.EndNow)
+		if !notFailures[r.EndNow] {
+			t.failed++
+			t.failLong(r.EndNow)
+		}
 	case r.Vanished == "" || !ran:
 		return false
 	case c.State == wire.StateRunning && r.Vanished == "exited":

@@ -79,6 +79,15 @@ type ProviderConfig struct {
 	// to one endpoint (search, create, show, list, destroy); the default
 	// is vast's documented limits.
 	IntervalsS map[string]float64 `json:"intervals_s,omitempty"`
+	// ReplaceBeforeEndS: a rental whose contract ends (vast's end_date)
+	// within this many seconds gets a replacement rented; it is ended once
+	// the replacement enrolled, or at its end date. Absent: 7200; 0: none
+	// (the rental is ended at its end date and replaced then).
+	ReplaceBeforeEndS *int `json:"replace_before_end_s,omitempty"`
+	// PriceIncreaseMaxDPH: a host's pending price increase is rejected
+	// (0, the default) or, when set, accepted up to this $/hour, the
+	// rental ended and replaced when its new price would be above it.
+	PriceIncreaseMaxDPH float64 `json:"price_increase_max_dph,omitempty"`
 	// Docker only: vast's network on one machine (head/vastnet.Options).
 	Hairpin bool `json:"hairpin,omitempty"` // a candidate reaches its own public IP:port
 	PerIP   int  `json:"per_ip,omitempty"`  // candidates behind each public IP (default 1)
@@ -94,6 +103,9 @@ type OfferSpec struct {
 	MaxDPH  float64 `json:"max_dph,omitempty"`  // $/hour cap; 0 = any
 	Image   string  `json:"image,omitempty"`
 	DiskGB  float64 `json:"disk_gb,omitempty"`
+	// Interruptible, when set, rents this node type as bids; its
+	// max_bid_dph is the cap (max_dph is refused beside it).
+	Interruptible *BidPolicy `json:"interruptible,omitempty"`
 	OfferFilters
 }
 
@@ -122,6 +134,9 @@ type ProviderStatus struct {
 	Halted string     `json:"halted,omitempty"`
 	Detail string     `json:"detail,omitempty"`
 	Until  *time.Time `json:"until,omitempty"` // when renting may resume; nil = until fixed
+	// Rentals are the live rentals with terms to show: a bid, an end
+	// date, a pending price increase (vast).
+	Rentals []RentalTerms `json:"rentals,omitempty"`
 }
 
 // NormGPUModel is how a node type's gpu_model and the GPU models a node

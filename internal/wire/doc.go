@@ -48,6 +48,11 @@
 //	   that long ends its own rental; port B's 403 for an unknown or ended
 //	   instance carries the header Rayvast-Node-Status: unknown (its body
 //	   stays {"error":"forbidden"}), and the node ends its rental at once. Admin API nodes gain unheard_limit_s.
+//	   Later, additive (issue 31): the vast provider block gains
+//	   node_types.*.interruptible {max_bid_dph, margin},
+//	   replace_before_end_s and price_increase_max_dph; GET /v1/provider
+//	   gains rentals [{instance_id, candidate_id, bid_dph, ondemand_dph,
+//	   end_date, price_increase {old_dph, new_dph, action, at}}].
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

@@ -26,6 +26,11 @@ type Offer struct {
 	CUDAMaxGood     float64 `json:"cuda_max_good"`
 	InetDown        float64 `json:"inet_down"`
 	InetUp          float64 `json:"inet_up"`
+	// MinBid is the lowest bid ($/hour) an interruptible rental of the
+	// offer may make now (search_offers.yaml); EndDate is when the offer's
+	// contract ends (epoch seconds, 0 unknown).
+	MinBid  float64 `json:"min_bid"`
+	EndDate float64 `json:"end_date"`
 }
 
 // Query is an offer search. Zero fields are left out.
@@ -39,6 +44,9 @@ type Query struct {
 	ExcludeMachine []int64
 	Limit          int
 	Filters        Filters
+	// Bid searches interruptible offers (type "bid"): MaxDPH then caps
+	// min_bid, not dph_total (which stays the on-demand price).
+	Bid bool
 }
 
 // Filters are the offer filters of one search, defaults applied
@@ -87,11 +95,16 @@ func (q Query) Body() map[string]any {
 		"order":    [][]string{{"dph_total", "asc"}},
 		"type":     "on-demand",
 	}
+	price := "dph_total"
+	if q.Bid {
+		f["type"], price = "bid", "min_bid"
+		f["order"] = [][]string{{"min_bid", "asc"}} // the lowest bid first
+	}
 	if g := GPUName(q.GPUName); g != "" {
 		f["gpu_name"] = map[string]any{"eq": g}
 	}
 	if q.MaxDPH > 0 {
-		f["dph_total"] = map[string]any{"lte": num(q.MaxDPH)}
+		f[price] = map[string]any{"lte": num(q.MaxDPH)}
 	}
 	if q.MinPorts > 0 {
 		f["direct_port_count"] = map[string]any{"gte": strconv.Itoa(q.MinPorts)}
@@ -152,7 +165,8 @@ func (c *Client) SearchOffers(ctx context.Context, q Query) ([]Offer, error) {
 		switch {
 		case gpu != "" && o.GPUName != gpu,
 			o.NumGPUs != q.NumGPUs,
-			q.MaxDPH > 0 && o.DPHTotal > q.MaxDPH,
+			q.MaxDPH > 0 && !q.Bid && o.DPHTotal > q.MaxDPH,
+			q.MaxDPH > 0 && q.Bid && o.MinBid > q.MaxDPH, q.Bid && o.MinBid <= 0,
 			o.DirectPortCount < q.MinPorts,
 			hosts[o.HostID], machines[o.MachineID],
 			!q.Filters.admits(o):
@@ -193,6 +207,9 @@ type CreateRequest struct {
 	Args          []string          `json:"args,omitempty"`
 	TargetState   string            `json:"target_state,omitempty"`
 	CancelUnavail bool              `json:"cancel_unavail"`
+	// Price is the bid of an interruptible rental ($/hour; the CLI's
+	// --bid_price); nil rents on demand.
+	Price *float64 `json:"price,omitempty"`
 }
 
 // Field limits of create (SOURCES.md: create_instance x-input-validation).
@@ -284,6 +301,13 @@ type Instance struct {
 	HostID       int64   `json:"host_id"`
 	NumGPUs      int     `json:"num_gpus"`
 	DPHTotal     float64 `json:"dph_total"`
+	// IsBid: an interruptible rental; MinBid its machine's min bid now;
+	// EndDate its contract's end (epoch seconds, 0 unknown); CurState the
+	// contract's state ("stopped" when vast paused it).
+	IsBid    bool    `json:"is_bid"`
+	MinBid   float64 `json:"min_bid"`
+	EndDate  float64 `json:"end_date"`
+	CurState string  `json:"cur_state"`
 }
 
 // Status is actual_status ("" while vast provisions it).

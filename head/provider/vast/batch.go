@@ -116,7 +116,7 @@ type offerCache struct {
 }
 
 func cacheKey(q Query) string {
-	return fmt.Sprintf("%s|%d|%g|%d|%g|%s", q.GPUName, q.NumGPUs, q.MaxDPH, q.MinPorts, q.DiskGB, q.Filters.key())
+	return fmt.Sprintf("%s|%d|%g|%d|%g|%t|%s", q.GPUName, q.NumGPUs, q.MaxDPH, q.MinPorts, q.DiskGB, q.Bid, q.Filters.key())
 }
 
 // pick returns the cheapest usable offer for q, searching when the last

@@ -84,6 +84,10 @@ type Provider struct {
 	foreign map[int64]bool      // machines holding another rayvast rental of this account
 	halt    halt
 
+	terms    map[int64]*wire.RentalTerms // bids, end dates, price increases (terms.go)
+	ending   map[int64]string            // instances to end at once (EndPriceIncrease)
+	pricesAt time.Time                   // last poll of pending price increases
+
 	searchMu sync.Mutex // one search at a time: a burst of Rents shares it
 }
 
@@ -117,6 +121,13 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	for n, o := range cfg.Settings.NodeTypes {
+		if b := o.Interruptible; b != nil {
+			if err := b.Check(); err != nil { // RAYVAST_VAST_CONFIG is not checked by the head's config
+				return nil, fmt.Errorf("vast provider: node_types.%s.%w", n, err)
+			}
+		}
+	}
 	if cfg.Client == nil {
 		if cfg.Key.IsZero() {
 			return nil, errors.New("vast provider: no API key")
@@ -139,7 +150,8 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{},
 		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{},
-		avoid: map[int64]time.Time{}, avoidH: map[int64]time.Time{}, foreign: map[int64]bool{}}
+		avoid: map[int64]time.Time{}, avoidH: map[int64]time.Time{}, foreign: map[int64]bool{},
+		terms: map[int64]*wire.RentalTerms{}, ending: map[int64]string{}}
 	p.list = &lister{c: cfg.Client, every: cfg.ListEvery, now: cfg.Now}
 	p.log.Info("vast provider ready", "base_url", cfg.Client.base.String(), "label_prefix", p.prefix, "node_types", len(cfg.Settings.NodeTypes))
 	return p, nil
@@ -267,6 +279,7 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	for tried := 0; tried < offersTried; tried++ {
 		q := p.query(spec, req)
 		o, err := p.pick(ctx, q)
+		body.Price = nil
 		if err != nil {
 			p.note(err)
 			return provider.Rental{}, fmt.Errorf("vast rent %s: %w", req.CandidateID, err)
@@ -278,10 +291,19 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 			return provider.Rental{}, fmt.Errorf("vast rent %s: no offer for %d× %q at ≤ $%.3f/h with ≥ %d ports outside %d blocked hosts and %d machines", req.CandidateID, req.GPUs, spec.GPUName, q.MaxDPH, q.MinPorts, len(q.ExcludeHosts), len(q.ExcludeMachine))
 		}
 		p.seen(o.HostID, o.MachineID)
+		bid := 0.0
+		if b := spec.Interruptible; b != nil {
+			var ok bool
+			if bid, ok = b.Bid(o.MinBid, q.MaxDPH); !ok {
+				p.release(o.MachineID, 0)
+				continue // min_bid above the cap (vast ignored the filter)
+			}
+			body.Price = &bid
+		}
 		id, err := p.cfg.Client.CreateInstance(ctx, o.ID, body)
 		if errors.Is(err, ErrStopped) {
 			p.release(o.MachineID, 0)
-			p.stoppedCreate(ctx, req.CandidateID, *o, id)
+			p.stoppedCreate(ctx, req.CandidateID, *o, id, bid)
 			lastErr = err
 			continue
 		}
@@ -306,9 +328,15 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		}
 		p.release(o.MachineID, id)
 		p.list.created(id)
+		p.rented(id, req.CandidateID, *o, bid)
 		iid := strconv.FormatInt(id, 10)
-		p.log.Info("vast rented", "candidate", req.CandidateID, "instance", iid, "offer", o.ID, "host", o.HostID, "machine", o.MachineID, "gpu", o.GPUName, "dph_total", o.DPHTotal)
-		return provider.Rental{CandidateID: req.CandidateID, InstanceID: iid, HostID: strconv.FormatInt(o.HostID, 10), DPHTotal: o.DPHTotal}, nil
+		r := provider.Rental{CandidateID: req.CandidateID, InstanceID: iid, HostID: strconv.FormatInt(o.HostID, 10), DPHTotal: o.DPHTotal, EndsAt: epochTime(o.EndDate)}
+		if bid > 0 {
+			r.DPHTotal = bid // max_dph_total counts what it costs
+		}
+		p.log.Info("vast rented", "candidate", req.CandidateID, "instance", iid, "offer", o.ID, "host", o.HostID, "machine", o.MachineID, "gpu", o.GPUName,
+			"dph_total", r.DPHTotal, "bid", bid > 0, "ondemand_dph", o.DPHTotal, "min_bid", o.MinBid)
+		return r, nil
 	}
 	return provider.Rental{}, fmt.Errorf("vast rent %s: every offer refused: %w", req.CandidateID, lastErr)
 }
@@ -318,11 +346,19 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 const avoidFor = time.Hour
 
 // stoppedCreate ends an instance vast started stopped (it bills its
-// storage) at once and skips its machine; the next offer is tried.
-func (p *Provider) stoppedCreate(ctx context.Context, cand string, o Offer, id int64) {
-	p.avoidFor(p.avoid, o.MachineID, avoidFor)
-	p.log.Warn("vast started the instance stopped; destroying it and skipping its machine", "candidate", cand,
-		"instance", id, "offer", o.ID, "machine", o.MachineID, "host", o.HostID, "skip_for", avoidFor.String())
+// storage) at once and skips its machine; the next offer is tried. A bid
+// that started stopped was below the machine's min_bid by then (another
+// renter bid higher meanwhile): the machine is not skipped, the next
+// search shows its new min_bid.
+func (p *Provider) stoppedCreate(ctx context.Context, cand string, o Offer, id int64, bid float64) {
+	if bid > 0 {
+		p.log.Warn("vast started the bid stopped (outbid at once); destroying it and trying the next offer", "candidate", cand,
+			"instance", id, "offer", o.ID, "machine", o.MachineID, "host", o.HostID, "bid", bid, "min_bid", o.MinBid)
+	} else {
+		p.avoidFor(p.avoid, o.MachineID, avoidFor)
+		p.log.Warn("vast started the instance stopped; destroying it and skipping its machine", "candidate", cand,
+			"instance", id, "offer", o.ID, "machine", o.MachineID, "host", o.HostID, "skip_for", avoidFor.String())
+	}
 	if err := p.Destroy(ctx, strconv.FormatInt(id, 10)); err != nil {
 		// The label names the candidate: the leak sweep destroys it once
 		// the candidate holds another instance or ends.
@@ -359,10 +395,17 @@ func (p *Provider) query(spec OfferSpec, req provider.RentRequest) Query {
 	if req.MaxDPH > 0 && (maxDPH == 0 || req.MaxDPH < maxDPH) {
 		maxDPH = req.MaxDPH
 	}
+	if b := spec.Interruptible; b != nil {
+		maxDPH = b.MaxBidDPH // min_bid at most the bid cap (or what the budget leaves)
+		if req.MaxDPH > 0 && req.MaxDPH < maxDPH {
+			maxDPH = req.MaxDPH
+		}
+	}
 	hosts, machines := p.excluded()
 	machines = append(machines, p.liveMachines()...) // one node per machine
 	return Query{GPUName: spec.GPUName, NumGPUs: req.GPUs, MaxDPH: maxDPH, MinPorts: wire.PortCount, DiskGB: spec.DiskGB,
-		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: searchLimit, Filters: p.filters(req.NodeType, spec.Image)}
+		ExcludeHosts: hosts, ExcludeMachine: machines, Limit: searchLimit, Filters: p.filters(req.NodeType, spec.Image),
+		Bid: spec.Interruptible != nil}
 }
 
 func parseID(instanceID string) (int64, error) {
@@ -390,6 +433,7 @@ func (p *Provider) rental(in Instance) (provider.Rental, bool) {
 	if vanishedStatus[in.Status()] {
 		r.Vanished = in.Status()
 	}
+	p.applyTerms(in, &r)
 	if in.Status() == "running" && in.PublicIPAddr != "" {
 		ip, err := netip.ParseAddr(strings.TrimSpace(in.PublicIPAddr))
 		if err != nil {
@@ -534,12 +578,20 @@ func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
 	p.track(ins)
 	yield := yielders(ins)
 	var out []provider.Rental
+	ours, listed := map[int64]*provider.Rental{}, map[int64]bool{}
 	for _, in := range ins {
 		if r, ok := p.rental(in); ok {
 			r.Yield = yield[in.ID]
 			out = append(out, r)
+			listed[in.ID] = true
 		}
 	}
+	for i := range out {
+		id, _ := strconv.ParseInt(out[i].InstanceID, 10, 64)
+		ours[id] = &out[i]
+	}
+	p.dropTerms(listed)
+	p.checkPrices(ctx, ours)
 	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
 	return out, nil
 }

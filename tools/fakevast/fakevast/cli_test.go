@@ -136,7 +136,10 @@ func TestCLIRequests(t *testing.T) {
 	if l.Entrypoint != "/bin/sh" || !reflect.DeepEqual(l.Args, []string{"-c", "echo hi"}) || len(l.Ports) != 2 || l.Env["A"] != "1" {
 		t.Errorf("launch = entrypoint %q args %q ports %d env %v; want /bin/sh [-c echo hi], 2 ports", l.Entrypoint, l.Args, len(l.Ports), l.Env)
 	}
-	if len(backend.launches) != 3 {
-		t.Errorf("%d launches, want 3 (the refused creates run nothing)", len(backend.launches))
+	if len(backend.launches) != 4 {
+		t.Errorf("%d launches, want 4 (three on demand, one bid; the refused creates and the bid that started stopped run nothing)", len(backend.launches))
+	}
+	if _, ran := backend.launches[31000004]; ran {
+		t.Error("the bid below min_bid ran: vast starts it stopped")
 	}
 }

@@ -27,6 +27,7 @@ type createBody struct {
 	ArgsStr     string            `json:"args_str"`
 	TargetState string            `json:"target_state"`
 	Cancel      bool              `json:"cancel_unavail"`
+	Price       *float64          `json:"price"` // a bid (the CLI's --bid_price)
 }
 
 // check applies create's documented field limits (README: create_instance

@@ -52,6 +52,8 @@ func endpointName(r *http.Request) string {
 		return "search"
 	case strings.HasPrefix(p, "/api/v0/asks/"):
 		return "create"
+	case strings.Contains(p, "price-increase"):
+		return "price_increase" // no documented limit
 	case p == "/api/v0/instances/" || p == "/api/v1/instances/":
 		return "list"
 	case strings.HasPrefix(p, "/api/v0/instances/") && r.Method == http.MethodDelete:

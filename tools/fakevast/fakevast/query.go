@@ -9,11 +9,11 @@ import (
 
 // filterOffers applies vast's search query: {"field": {"op": value}} with
 // ops eq, neq, gt, gte, lt, lte, in, notin; "order" [[field, asc|desc]],
-// "limit" n and "type" (ignored: every offer is on-demand). Unknown fields
-// are ignored, as a permissive server would.
+// "limit" n and "type" ("bid": only offers with a min_bid). Unknown
+// fields are ignored, as a permissive server would.
 func filterOffers(offers []Offer, q map[string]json.RawMessage) ([]Offer, error) {
 	var out []Offer
-	for _, o := range offers {
+	for _, o := range bidOnly(offers, q) {
 		ok, err := matches(o, q)
 		if err != nil {
 			return nil, err
@@ -67,6 +67,10 @@ func field(o Offer, name string) any {
 		return float64(o.NumGPUs)
 	case "dph_total":
 		return o.DPHTotal
+	case "min_bid":
+		return o.MinBid
+	case "end_date":
+		return o.EndDate
 	case "verified":
 		return o.Verified
 	case "rentable":

@@ -59,6 +59,11 @@ type Offer struct {
 	StartsStopped bool `json:"fakevast_starts_stopped,omitempty"`
 	Blacklisted   bool `json:"fakevast_blacklisted,omitempty"`
 	Unavailable   bool `json:"fakevast_unavailable,omitempty"`
+	// MinBid > 0: the machine takes interruptible bids of at least this
+	// $/hour (bids.go); EndDate: when its contract ends (epoch seconds,
+	// 0: none), copied to every instance rented on it (terms.go).
+	MinBid  float64 `json:"min_bid,omitempty"`
+	EndDate float64 `json:"end_date,omitempty"`
 }
 
 // goodMachine fills the quality fields an offer leaves zero.
@@ -83,12 +88,12 @@ func goodMachine(o Offer) Offer {
 
 // DefaultOffers are n offers of machines without GPUs (the containers of
 // this machine have none, and the fake does not lie about it), on distinct
-// hosts and machines, cheapest first.
+// hosts and machines, cheapest first; each takes bids from its min_bid.
 func DefaultOffers(n int) []Offer {
 	out := make([]Offer, n)
 	for i := range out {
 		out[i] = Offer{ID: int64(5001 + i), MachineID: int64(2001 + i), HostID: int64(1001 + i), GPUName: "fake-cpu",
-			NumGPUs: 0, DPHTotal: 0.10 + 0.01*float64(i), Verified: true, Rentable: true, DirectPortCount: 100}
+			NumGPUs: 0, DPHTotal: 0.10 + 0.01*float64(i), MinBid: 0.04 + 0.005*float64(i), Verified: true, Rentable: true, DirectPortCount: 100}
 	}
 	return out
 }
@@ -189,9 +194,12 @@ type Instance struct {
 	StartErr  string
 	Killed    bool
 	Destroyed bool
-	Stopped   bool   // created stopped (StartsStopped)
-	Vanished  string // actual_status after its host lost it (Vanish)
-	APIKey    string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	Stopped   bool    // created stopped (StartsStopped)
+	Vanished  string  // actual_status after its host lost it (Vanish)
+	Bid       float64 // the create's price: an interruptible rental (bids.go)
+	Outbid    bool    // paused by a higher bid (Outbid)
+	DPH       float64 // its price now: the offer's, the bid, or an accepted increase (terms.go)
+	APIKey    string  // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
 	// DestroyedByOwnKey: the destroy came with the instance's own key.
 	DestroyedByOwnKey bool
 	DestroyedAt       time.Time
@@ -213,6 +221,8 @@ type Server struct {
 	times     map[string][]time.Time
 	searches  map[string]int // UTC day → searches (SearchQuota)
 	revoked   bool
+	increases []*increase // pending price increases (terms.go)
+	nextInc   int64
 	wg        sync.WaitGroup
 }
 
@@ -253,6 +263,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v0/users/current", s.user)
 	mux.HandleFunc("GET /api/v1/invoices/", s.invoices)
 	mux.HandleFunc("GET /api/v0/users/current/", s.user)
+	mux.HandleFunc("GET /api/v0/instances/pending-price-increases/", s.pendingIncreases)
+	mux.HandleFunc("PUT /api/v0/instances/accept-price-increase/", s.answerIncrease(true))
+	mux.HandleFunc("PUT /api/v0/instances/reject-price-increase/", s.answerIncrease(false))
 	return s.guard(mux)
 }
 
@@ -456,7 +469,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	id := s.nextID
 	s.nextID++
 	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
-		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: s.offers[idx].StartsStopped,
+		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: s.offers[idx].StartsStopped || lowBid(req.Price, s.offers[idx]),
+		DPH: price(req.Price, s.offers[idx]), Bid: bid(req.Price),
 		Ports: grantPorts(id, askedPorts(req.Env), min(s.offers[idx].DirectPortCount, maxOpenPorts)-exposed)}
 	s.instances[id] = in
 	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
@@ -608,7 +622,7 @@ func (s *Server) status(in *Instance) any {
 	switch {
 	case in.Vanished != "":
 		return in.Vanished
-	case in.Stopped:
+	case in.Stopped || s.expired(in):
 		return "stopped"
 	case in.StartErr != "" || in.Killed:
 		return "exited"
@@ -652,12 +666,13 @@ func (s *Server) view(in *Instance) map[string]any {
 		msg = "Error: " + in.StartErr
 	}
 	return map[string]any{
-		"id": in.ID, "actual_status": st, "intended_status": "running", "cur_state": "running",
+		"id": in.ID, "actual_status": st, "intended_status": "running", "cur_state": curState(st),
 		"label": label, "image_uuid": in.Image, "image_runtype": in.Runtype, "image_args": in.Args,
 		"extra_env": extra, "onstart": in.Onstart, "status_msg": msg,
 		"public_ipaddr": ip, "ports": ports, "machine_id": in.Offer.MachineID, "host_id": in.Offer.HostID,
-		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": in.Offer.DPHTotal,
+		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": in.DPH,
 		"start_date": float64(in.Created.UnixNano()) / 1e9,
+		"is_bid":     in.Bid > 0, "min_bid": in.Offer.MinBid, "end_date": endDate(in),
 	}
 }
 

@@ -1,0 +1,98 @@
+package fakevast
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Interruptible rentals (README: bids). A create with a price bids on the
+// offer: below the machine's min_bid the instance starts stopped (200
+// success false with new_contract); Outbid pauses a running bid as vast
+// does when someone bids higher (actual_status and cur_state "stopped"),
+// the instance kept, billing its storage, until destroyed.
+
+// bidOnly keeps the offers that take bids when the search asks type "bid"
+// (search_offers.yaml: bid uses the minimum bid price).
+func bidOnly(offers []Offer, q map[string]json.RawMessage) []Offer {
+	var typ string
+	if raw, ok := q["type"]; !ok || json.Unmarshal(raw, &typ) != nil || typ != "bid" {
+		return offers
+	}
+	var out []Offer
+	for _, o := range offers {
+		if o.MinBid > 0 {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// lowBid: a bid below the machine's min_bid starts the instance stopped.
+func lowBid(price *float64, o Offer) bool { return price != nil && *price < o.MinBid }
+
+// price is what an instance costs: its bid, else the offer's dph_total.
+func price(p *float64, o Offer) float64 {
+	if p != nil {
+		return *p
+	}
+	return o.DPHTotal
+}
+
+func bid(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// curState is the contract's state as show instance gives it.
+func curState(actual any) string {
+	if actual == "stopped" {
+		return "stopped"
+	}
+	return "running"
+}
+
+// Outbid makes a higher bid take the machine of interruptible instance
+// id: the machine's min_bid rises above the instance's bid and vast pauses
+// the instance (stopped; its process stops; it bills storage until
+// destroyed). An on-demand instance cannot be outbid.
+func (s *Server) Outbid(ctx context.Context, id int64) error {
+	s.mu.Lock()
+	in, ok := s.instances[id]
+	if ok && in.Bid <= 0 {
+		s.mu.Unlock()
+		return fmt.Errorf("fakevast outbid %d: not an interruptible instance", id)
+	}
+	if ok {
+		in.Outbid, in.Vanished = true, "stopped"
+		in.Offer.MinBid = in.Bid * 1.5
+		for i := range s.offers {
+			if s.offers[i].ID == in.Offer.ID {
+				s.offers[i].MinBid = in.Offer.MinBid
+			}
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("fakevast outbid %d: no such instance", id)
+	}
+	s.cfg.Log.Info("fakevast: instance outbid and paused", "instance", id)
+	if s.cfg.Backend != nil {
+		return s.cfg.Backend.Kill(ctx, id)
+	}
+	return nil
+}
+
+// SetMinBid changes an offer's min_bid (another renter bid on the
+// machine): a later bid below it starts stopped.
+func (s *Server) SetMinBid(offerID int64, minBid float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.offers {
+		if s.offers[i].ID == offerID {
+			s.offers[i].MinBid = minBid
+		}
+	}
+}
