@@ -39,7 +39,13 @@ func ImageCUDA(image string) float64 {
 // filters merges a node type's offer filters over the provider block's
 // over the defaults, field by field; search fields merge by name.
 func (p *Provider) filters(nodeType, image string) Filters {
-	top, own := p.cfg.Settings.OfferFilters, p.cfg.Settings.NodeTypes[nodeType].OfferFilters
+	return NodeFilters(p.cfg.Settings, nodeType, image)
+}
+
+// NodeFilters is the offer filters of nodeType renting image under s (what
+// Rent searches with; `head image-check` judges an image's CUDA by it).
+func NodeFilters(s Settings, nodeType, image string) Filters {
+	top, own := s.OfferFilters, s.NodeTypes[nodeType].OfferFilters
 	f := Filters{Reliability2: DefaultReliability2, Verified: true, CUDAMaxGood: ImageCUDA(image),
 		InetDown: DefaultInetDown, InetUp: DefaultInetUp}
 	for _, o := range []wire.OfferFilters{top, own} {
