@@ -25,15 +25,21 @@ var cudaTag = regexp.MustCompile(`-cu(\d\d)(\d)(?:$|[^0-9])`)
 
 // ImageCUDA is the CUDA version an image's tag names, else DefaultCUDA.
 func ImageCUDA(image string) float64 {
+	if v, ok := TagCUDA(image); ok {
+		return v
+	}
+	return DefaultCUDA
+}
+
+// TagCUDA is the CUDA version an image's tag names (-cu128: 12.8); false
+// when it names none.
+func TagCUDA(image string) (float64, bool) {
 	m := cudaTag.FindStringSubmatch(image)
 	if m == nil {
-		return DefaultCUDA
+		return 0, false
 	}
 	v, err := strconv.ParseFloat(m[1]+"."+m[2], 64)
-	if err != nil {
-		return DefaultCUDA
-	}
-	return v
+	return v, err == nil
 }
 
 // filters merges a node type's offer filters over the provider block's
