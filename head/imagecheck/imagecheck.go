@@ -46,6 +46,9 @@ type Config struct {
 	Timeout time.Duration
 }
 
+// Label marks the check's containers (a test finds leftovers by it).
+const Label = "rayvast.image-check"
+
 // Check is one row of the table.
 type Check struct {
 	Name, Verdict, Detail string
@@ -151,7 +154,7 @@ func runProbe(ctx context.Context, cfg Config) (string, error) {
 		// ["-c", TEXT]): onstart overrides the image's ENTRYPOINT.
 		Entrypoint: []string{"/bin/sh"},
 		Cmd:        []string{"-c", Probe()},
-		Labels:     map[string]string{"rayvast.image-check": "1"},
+		Labels:     map[string]string{Label: "1"},
 		HostConfig: dockerengine.HostConfig{
 			NetworkMode: "none", // nothing to contact: not vast, not the head
 			CapDrop:     []string{"NET_RAW", "NET_ADMIN"},
