@@ -3,6 +3,8 @@ package imagecheck
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +45,9 @@ ln -s /usr/lib/python3 /opt/rv/lib/python3
 		name, image     string
 		ray             string // the config's ray.version
 		cuda            map[string]float64
+		shim            []byte   // the shim sent; nil: the built-in one
 		fail            []string // the rows that must fail; none: the image passes
-		reason, reason2 string   // in the first failing row's detail (or, passing, in ray's)
+		reason, reason2 string   // in the first of them's detail (or, passing, in ray's)
 	}{
 		{name: "candidate passes", image: cand, ray: "2.53.0", reason: "ray 2.53.0"},
 		{name: "without ray", image: derive(t, eng, cand, "noray", fakeray), ray: "2.53.0",
@@ -59,6 +62,8 @@ ln -s /usr/lib/python3 /opt/rv/lib/python3
 			reason: "ray 2.53.0"},
 		{name: "EXPOSE", image: derive(t, eng, cand, "expose", "", "EXPOSE 8080"), ray: "2.53.0",
 			fail: []string{"ports"}, reason: "EXPOSEs 8080/tcp", reason2: "gets 63"},
+		{name: "no mktemp", image: derive(t, eng, cand, "nomktemp", "rm /usr/bin/mktemp"), ray: "2.53.0",
+			fail: []string{"tools", "tmp exec"}, reason: "the bootloader runs mktemp", reason2: "install coreutils"},
 		{name: "noexec temp dir", image: derive(t, eng, cand, "noexec", "", "ENV TMPDIR=/dev/shm"), ray: "2.53.0",
 			fail: []string{"tmp exec"}, reason: "noexec", reason2: "TMPDIR"},
 		{name: "CUDA newer than the filter", image: derive(t, eng, cand, "cuda", "", "ENV CUDA_VERSION=12.8.1"), ray: "2.53.0",
@@ -66,6 +71,8 @@ ln -s /usr/lib/python3 /opt/rv/lib/python3
 			fail: []string{"cuda"}, reason: "CUDA 12.8 (CUDA_VERSION)", reason2: "a100 (cuda_max_good 12.1)"},
 		{name: "busybox, no glibc", image: importRoot(t, eng, "busybox", busybox),
 			fail: []string{"shim", "python"}, reason: "no glibc loader", reason2: "cannot load"},
+		{name: "a native library the loader refuses", image: cand, ray: "2.53.0", shim: brokenNative(t, libs),
+			fail: []string{"shim"}, reason: "the loader refused", reason2: "cannot be preloaded"},
 		{name: "no sh", image: importRoot(t, eng, "nosh", map[string]string{"etc/hostname": "x\n"}),
 			fail: []string{"sh"}, reason: "no /bin/sh"},
 	}
@@ -73,8 +80,12 @@ ln -s /usr/lib/python3 /opt/rv/lib/python3
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			sh := content
+			if c.shim != nil {
+				sh = c.shim
+			}
 			res, err := Run(ctx, Config{Engine: eng, Image: c.image, RayVersion: c.ray, CUDAFilters: c.cuda,
-				Shim: content, ShimNative: true})
+				Shim: sh, ShimNative: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,6 +127,22 @@ ln -s /usr/lib/python3 /opt/rv/lib/python3
 	if n := leftovers(t, eng); n > 0 {
 		t.Errorf("%d check containers left behind", n)
 	}
+}
+
+// brokenNative is the shim carrying, for this machine, the head of the
+// real native library only: the ELF header the shim matches by, a body
+// the loader cannot map.
+func brokenNative(t *testing.T, libs []string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../shim/native/lib", libs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := shim.Assemble([][]byte{b[:256]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sh
 }
 
 // leftovers counts containers of the check that still exist.

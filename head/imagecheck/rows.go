@@ -91,10 +91,13 @@ func containerRows(f facts, cfg Config) []Check {
 	} else {
 		rows = append(rows, Check{"tools", OK, "mktemp, chmod, rm, sleep, wc on PATH (the bootloader's)"})
 	}
-	if f.tmpExec {
+	switch {
+	case f.tmpExec:
 		rows = append(rows, Check{"tmp exec", OK, fmt.Sprintf("mktemp -d gave %s, which allows exec (the bootloader runs the agent from there)", f.tmpDir)})
-	} else {
-		rows = append(rows, Check{"tmp exec", Fail, fmt.Sprintf("the bootloader runs the agent from mktemp -d ($TMPDIR, else /tmp), and that fails here (%s: noexec or not writable): set ENV TMPDIR to a writable dir that allows exec", f.tmpDir)})
+	case strings.HasPrefix(f.tmpDir, "/"):
+		rows = append(rows, Check{"tmp exec", Fail, fmt.Sprintf("the bootloader runs the agent from mktemp -d ($TMPDIR, else /tmp), and %s allows no exec (noexec): set ENV TMPDIR to a writable dir that allows exec", f.tmpDir)})
+	default:
+		rows = append(rows, Check{"tmp exec", Fail, "the bootloader's mktemp -d failed ($TMPDIR, else /tmp, must be writable)"})
 	}
 	rows = append(rows, pythonRows(f, cfg)...)
 	rows = append(rows, shimRow(f, cfg))
