@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	rayvast "github.com/rayvast/rayvast"
 	"github.com/rayvast/rayvast/head/shim"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rvtest"
@@ -17,7 +18,9 @@ import (
 // TestImages checks locally built images, each against the config a
 // cluster would give it, and proves the verdict and the reason: which
 // rows fail (every other row passes or is skipped) and what the reason
-// tells the user to do. Each image is built once, removed at the end.
+// tells the user to do; and, differentially, that the sh and python rows
+// say what the real bootloader does in that image. Each image is built
+// once, removed at the end.
 func TestImages(t *testing.T) {
 	rvtest.NeedDocker(t)
 	eng := dockerengine.New("")
@@ -113,6 +116,7 @@ ln -s /usr/lib/python3 /opt/rv/lib/python3
 			for n := range failing {
 				t.Errorf("row %q failed too: %s", n, res.Get(n).Detail)
 			}
+			differential(t, eng, c.image, res)
 			row := "ray"
 			if len(c.fail) > 0 {
 				row = c.fail[0]
@@ -126,6 +130,45 @@ ln -s /usr/lib/python3 /opt/rv/lib/python3
 	}
 	if n := leftovers(t, eng); n > 0 {
 		t.Errorf("%d check containers left behind", n)
+	}
+}
+
+// differential runs the real bootloader in the image, started as a rental
+// is (the env a rental gets, a head that is not there, one download try),
+// and proves the check's sh and python rows say what the bootloader does:
+// no shell, no Python found (its own message), or a Python found and the
+// next steps run.
+func differential(t *testing.T, eng *dockerengine.Client, image string, res Result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := eng.CreateContainer(ctx, "", dockerengine.ContainerConfig{Image: image,
+		Entrypoint: []string{"/bin/sh"}, Cmd: []string{"-c", rayvast.Bootloader()},
+		Env:        []string{"RAYVAST_HEAD=127.0.0.1", "RAYVAST_PORT_A=9", "RAYVAST_BOOTSTRAP_SHA256=" + strings.Repeat("0", 64), "RAYVAST_BOOT_TRIES=1"},
+		HostConfig: dockerengine.HostConfig{NetworkMode: "none", CapDrop: []string{"NET_RAW", "NET_ADMIN"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.RemoveContainer(context.Background(), id, true)
+	if err := eng.StartContainer(ctx, id); err != nil {
+		if res.Get("sh").Verdict != Fail {
+			t.Errorf("the bootloader did not start (%v), but the sh row is %s", err, res.Get("sh").Verdict)
+		}
+		return
+	}
+	if res.Get("sh").Verdict == Fail {
+		t.Errorf("the bootloader started, but the sh row failed")
+	}
+	if _, err := eng.WaitContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, _ := eng.ContainerLogs(ctx, id)
+	found := !strings.Contains(string(stderr), "bootloader: no Python that can import ray")
+	// Past the search: the download tried, or (no mktemp) its temp dir refused.
+	tried := strings.Contains(string(stderr), "bootloader: gave up on https://127.0.0.1:9/bootstrap") ||
+		strings.Contains(string(stderr), "bootloader: cannot make a private temp dir")
+	if ok := res.Get("python").Verdict == OK; ok != found || found != tried {
+		t.Errorf("python row %s, but the bootloader said: %s", res.Get("python").Verdict, stderr)
 	}
 }
 
