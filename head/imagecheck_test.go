@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/candidateimage"
+	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
@@ -78,5 +79,17 @@ func TestImageCheckExit(t *testing.T) {
 	if code := run(ctx, []string{"image-check", "rayvast-imagecheck-test:absent", "--config", imageCheckConfig(t, img, "")}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "docker pull") {
 		t.Errorf("absent image: exit %d, %s", code, errb.String())
+	}
+}
+
+// TestImageCheckDefaultImage: without IMAGE, the image the vast block of
+// examples/vast.json rents is the one checked.
+func TestImageCheckDefaultImage(t *testing.T) {
+	cfg, err := config.Load("../examples/vast.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err := configImage(cfg); err != nil || img != "rayproject/ray:2.53.0-py311-gpu" {
+		t.Errorf("configImage = %q, %v; want examples/vast.json's image", img, err)
 	}
 }
