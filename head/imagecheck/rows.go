@@ -119,7 +119,7 @@ func pythonRows(f facts, cfg Config) []Check {
 			if cfg.RayVersion != "" {
 				want += "==" + cfg.RayVersion
 			}
-			why += "; no Python in the image imports ray: install " + want
+			why += "; no Python that imports ray elsewhere either (/usr, /opt, /root, /home looked at): install " + want
 		}
 		return []Check{{"python", Fail, why}, {"ray", Skip, "no Python that imports ray"}}
 	}
