@@ -25,3 +25,28 @@ func Bootloader() string {
 	}
 	return b.String()
 }
+
+// PythonSearch is bootloader.sh's own search for a Python that imports
+// ray (SPEC §3 step 1): its lines from `P=` through the check that calls
+// `die` when none was found, comments dropped. `head image-check` runs it
+// in an image, with a die of its own, so the check looks exactly where a
+// rental looks. It panics if bootloader.sh lost those lines (a test
+// catches that).
+func PythonSearch() string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(Bootloader(), "\n") {
+		if strings.HasPrefix(line, "P=") {
+			in = true
+		}
+		if !in {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+		if strings.HasPrefix(line, `[ -n "$P" ] || die`) {
+			return b.String()
+		}
+	}
+	panic("bootloader.sh: no Python search (a `P=` line ending with `[ -n \"$P\" ] || die`)")
+}

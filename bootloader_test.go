@@ -30,3 +30,25 @@ func TestBootloaderStripped(t *testing.T) {
 		t.Errorf("stripped script is not valid sh: %v %s", err, out)
 	}
 }
+
+// TestPythonSearch proves `head image-check` runs the bootloader's own
+// search: the lines are in the stripped bootloader as they are, start with
+// the candidate list (RAYVAST_PYTHON first) and end in the die that a
+// rental's log shows; with a die of our own and a PATH without Python
+// they run and fail to find one.
+func TestPythonSearch(t *testing.T) {
+	got := PythonSearch()
+	if !strings.Contains(Bootloader(), got) {
+		t.Fatalf("PythonSearch is not a part of the bootloader:\n%s", got)
+	}
+	if !strings.Contains(got, `"${RAYVAST_PYTHON:-python3}"`) || !strings.Contains(got, "import ray") {
+		t.Errorf("PythonSearch lacks the candidates or the import check:\n%s", got)
+	}
+	script := "die() { echo \"DIED: $*\"; exit 3; }\n" + got + "echo found \"$P\"\n"
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = []string{"PATH=" + t.TempDir(), "HOME=" + t.TempDir()}
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "DIED: no Python that can import ray") {
+		t.Errorf("search without a Python: %q, want the bootloader's die", out)
+	}
+}

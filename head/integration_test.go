@@ -433,7 +433,7 @@ func slowClientCut(t *testing.T, addr string) <-chan time.Duration {
 
 // TestHelp: every subcommand answers --help with exit 0 and its usage line.
 func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"init", "serve", "status", "up"} {
+	for _, cmd := range []string{"init", "serve", "status", "up", "image-check"} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), []string{cmd, "--help"}, &out, &errb)
 		if code != 0 || !strings.Contains(errb.String()+out.String(), "usage: head "+cmd) {

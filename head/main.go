@@ -12,6 +12,7 @@
 //	head ray-env [--version V] [--wheels DIR] [--dir DIR]
 //	head env    --state DIR
 //	head run    --state DIR [--] COMMAND [ARG...]
+//	head image-check --config FILE [IMAGE]
 //	head demo   [flags]
 //	head version
 package main
@@ -42,6 +43,8 @@ commands:
   env      print the env a Ray driver or "ray job submit" on this machine needs for the cluster
   run      run a command (a Ray driver, "ray job submit") with that env
   ray-env  make (or find) a Python venv with real Ray; print its Python
+  image-check
+           run an image on this machine's Docker as a rental starts it: would it enroll and run Ray?
   version  print the SHA-256 of this binary and of the agent built into it
   demo     try the whole flow on this machine's Docker Engine: 3 candidates, one unsafe
 
@@ -87,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runRayEnv(ctx, args[1:], stdout, stderr)
 	case "down":
 		return runDown(ctx, args[1:], stdout, stderr)
+	case "image-check":
+		return runImageCheck(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo.Run(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":

@@ -5,9 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/rayvast/rayvast/internal/rayprobe"
 )
 
 // DefaultRayProbeTimeout bounds the version probe: a cold `import ray`
@@ -23,25 +24,7 @@ type RayProbe struct {
 }
 
 // RayVersions is what the found Python reports (SPEC §5); "" = unknown.
-type RayVersions struct {
-	Ray, Python string
-}
-
-// rayProbeScript prints Python's version even when Ray does not import,
-// on one marked line: an image's sitecustomize or Ray's import may print
-// to stdout too.
-const rayProbeScript = `import platform, sys
-p = platform.python_version()
-try:
-    import ray
-    r = str(ray.__version__)
-except BaseException as e:
-    r = ""
-    sys.stderr.write("import ray: %s: %s\n" % (type(e).__name__, e))
-sys.stdout.write("\n` + rayProbeMarker + ` %s %s\n" % (r or "-", p))
-`
-
-const rayProbeMarker = "RAYVAST-VERSIONS"
+type RayVersions = rayprobe.Versions
 
 const maxProbeOutput = 64 << 10
 
@@ -54,7 +37,7 @@ func ProbeRay(ctx context.Context, p RayProbe) (RayVersions, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.Python, "-c", rayProbeScript)
+	cmd := exec.CommandContext(ctx, p.Python, "-c", rayprobe.Script)
 	cmd.Env = p.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{} // nil would inherit the agent's environment
@@ -63,7 +46,7 @@ func ProbeRay(ctx context.Context, p RayProbe) (RayVersions, error) {
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.WaitDelay = time.Second // a grandchild holding the pipes must not hang us
 	runErr := cmd.Run()
-	v, ok := parseRayProbe(out.String())
+	v, ok := rayprobe.Parse(out.String())
 	switch {
 	case ctx.Err() != nil:
 		return v, fmt.Errorf("ray version probe %s: timed out after %v", p.Python, p.Timeout)
@@ -75,34 +58,6 @@ func ProbeRay(ctx context.Context, p RayProbe) (RayVersions, error) {
 		return v, fmt.Errorf("ray version probe %s: %s", p.Python, lastLine(errOut.String()))
 	}
 	return v, nil
-}
-
-// versionRe is what a version may look like on the wire (PEP 440 and
-// local parts); anything else is reported as unknown.
-var versionRe = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
-
-// parseRayProbe reads the last marked line of the probe's stdout.
-func parseRayProbe(stdout string) (RayVersions, bool) {
-	lines := strings.Split(stdout, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		rest, found := strings.CutPrefix(strings.TrimRight(lines[i], "\r"), rayProbeMarker+" ")
-		if !found {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 {
-			return RayVersions{}, false
-		}
-		var v RayVersions
-		if versionRe.MatchString(f[0]) {
-			v.Ray = f[0]
-		}
-		if versionRe.MatchString(f[1]) {
-			v.Python = f[1]
-		}
-		return v, true
-	}
-	return RayVersions{}, false
 }
 
 // lastLine is the last non-empty line of s, cut short and made printable

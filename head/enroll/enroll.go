@@ -18,6 +18,7 @@ import (
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/ratelimit"
+	"github.com/rayvast/rayvast/head/rayversion"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/internal/answer"
 	"github.com/rayvast/rayvast/internal/pki"
@@ -237,7 +238,7 @@ func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Cand
 		log.Warn("egress check failed", "ok", ch.Egress.OK, "detail", ch.Egress.Detail, "egress_ip", ch.Egress.IP, "public_ip", c.PublicIP)
 		return wire.ReasonEgress, wire.BlockNetwork
 	}
-	if why := rayVersionProblem(req.RayVersion, req.PythonVersion, s.cfg.Ray.Version, s.cfg.Ray.PythonVersion); why != "" {
+	if why := rayversion.Problem(req.RayVersion, req.PythonVersion, s.cfg.Ray.Version, s.cfg.Ray.PythonVersion); why != "" {
 		// The image is wrong, not the host: no blocklist, but every rental
 		// of this image will fail alike, so say so plainly.
 		log.Error("ray version refused: fix the node image (destroyed, host not blocklisted)", "why", why,

@@ -1,10 +1,8 @@
 package enroll
 
 import (
-	"fmt"
 	"strings"
 
-	"github.com/rayvast/rayvast/head/rayversion"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -28,22 +26,4 @@ func gpuModelMatches(want string, reported []string, gpus int) bool {
 		}
 	}
 	return true
-}
-
-// rayVersionProblem is step 6a: "" when the node's Ray and Python fit the
-// cluster, else why not (for the log and the operator).
-func rayVersionProblem(rayGot, pyGot, rayWant, pyWant string) string {
-	if _, ok := rayversion.Parts(rayGot); !ok {
-		return fmt.Sprintf("ray version %q unknown: the image's python cannot import ray", rayGot)
-	}
-	if !rayversion.AtFloor(rayGot) {
-		return fmt.Sprintf("ray %s is older than %s (no token auth: the node would run unauthenticated)", rayGot, rayversion.Floor)
-	}
-	if rayWant != "" && rayGot != rayWant {
-		return fmt.Sprintf("ray %s is not the cluster's ray.version %s", rayGot, rayWant)
-	}
-	if pyWant != "" && !rayversion.PythonMatches(pyGot, pyWant) {
-		return fmt.Sprintf("python %q is not the cluster's ray.python_version %s", pyGot, pyWant)
-	}
-	return ""
 }

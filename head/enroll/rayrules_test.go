@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
+	"github.com/rayvast/rayvast/head/rayversion"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -62,9 +63,9 @@ func TestRayVersionProblem(t *testing.T) {
 		{"2.53.0", "", "", "3.11", "python_version"},
 		{"2.53.0", "3.1.0", "", "3.11", "python_version"}, // numbers, not prefixes
 	} {
-		got := rayVersionProblem(c.ray, c.py, c.wantRay, c.wantPy)
+		got := rayversion.Problem(c.ray, c.py, c.wantRay, c.wantPy)
 		if c.bad == "" && got != "" || c.bad != "" && !strings.Contains(got, c.bad) {
-			t.Errorf("rayVersionProblem(%q, %q, %q, %q) = %q, want %q", c.ray, c.py, c.wantRay, c.wantPy, got, c.bad)
+			t.Errorf("rayversion.Problem(%q, %q, %q, %q) = %q, want %q", c.ray, c.py, c.wantRay, c.wantPy, got, c.bad)
 		}
 	}
 }

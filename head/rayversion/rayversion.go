@@ -4,6 +4,7 @@
 package rayversion
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -65,4 +66,25 @@ func PythonMatches(got, want string) bool {
 		}
 	}
 	return true
+}
+
+// Problem is SPEC §6 step 6a, the rule enrollment applies to what a node
+// reports (and `head image-check` to what an image reports): "" when the
+// node's Ray and Python fit the cluster, else why not (for the log and the
+// operator). rayWant and pyWant are the config's ray.version and
+// ray.python_version ("" = any).
+func Problem(rayGot, pyGot, rayWant, pyWant string) string {
+	if _, ok := Parts(rayGot); !ok {
+		return fmt.Sprintf("ray version %q unknown: the image's python cannot import ray", rayGot)
+	}
+	if !AtFloor(rayGot) {
+		return fmt.Sprintf("ray %s is older than %s (no token auth: the node would run unauthenticated)", rayGot, Floor)
+	}
+	if rayWant != "" && rayGot != rayWant {
+		return fmt.Sprintf("ray %s is not the cluster's ray.version %s", rayGot, rayWant)
+	}
+	if pyWant != "" && !PythonMatches(pyGot, pyWant) {
+		return fmt.Sprintf("python %q is not the cluster's ray.python_version %s", pyGot, pyWant)
+	}
+	return ""
 }

@@ -16,7 +16,11 @@ type ImageInfo struct {
 	ID      string `json:"Id"`
 	Created string `json:"Created"`
 	Size    int64  `json:"Size"`
-	Config  struct {
+	// Architecture and Os are the platform the image was built for
+	// ("amd64", "linux").
+	Architecture string `json:"Architecture"`
+	Os           string `json:"Os"`
+	Config       struct {
 		Env    []string          `json:"Env"`
 		Cmd    []string          `json:"Cmd"`
 		Labels map[string]string `json:"Labels"`

@@ -25,21 +25,33 @@ var cudaTag = regexp.MustCompile(`-cu(\d\d)(\d)(?:$|[^0-9])`)
 
 // ImageCUDA is the CUDA version an image's tag names, else DefaultCUDA.
 func ImageCUDA(image string) float64 {
+	if v, ok := TagCUDA(image); ok {
+		return v
+	}
+	return DefaultCUDA
+}
+
+// TagCUDA is the CUDA version an image's tag names (-cu128: 12.8); false
+// when it names none.
+func TagCUDA(image string) (float64, bool) {
 	m := cudaTag.FindStringSubmatch(image)
 	if m == nil {
-		return DefaultCUDA
+		return 0, false
 	}
 	v, err := strconv.ParseFloat(m[1]+"."+m[2], 64)
-	if err != nil {
-		return DefaultCUDA
-	}
-	return v
+	return v, err == nil
 }
 
 // filters merges a node type's offer filters over the provider block's
 // over the defaults, field by field; search fields merge by name.
 func (p *Provider) filters(nodeType, image string) Filters {
-	top, own := p.cfg.Settings.OfferFilters, p.cfg.Settings.NodeTypes[nodeType].OfferFilters
+	return NodeFilters(p.cfg.Settings, nodeType, image)
+}
+
+// NodeFilters is the offer filters of nodeType renting image under s (what
+// Rent searches with; `head image-check` judges an image's CUDA by it).
+func NodeFilters(s Settings, nodeType, image string) Filters {
+	top, own := s.OfferFilters, s.NodeTypes[nodeType].OfferFilters
 	f := Filters{Reliability2: DefaultReliability2, Verified: true, CUDAMaxGood: ImageCUDA(image),
 		InetDown: DefaultInetDown, InetUp: DefaultInetUp}
 	for _, o := range []wire.OfferFilters{top, own} {

@@ -178,16 +178,20 @@ func PortEnv() map[string]string {
 }
 
 // spec is the offer spec of a node type with defaults applied.
-func (p *Provider) spec(nodeType string) OfferSpec {
-	s := p.cfg.Settings.NodeTypes[nodeType]
+func (p *Provider) spec(nodeType string) OfferSpec { return NodeSpec(p.cfg.Settings, nodeType) }
+
+// NodeSpec is the offer spec of nodeType under st with defaults applied:
+// its image is the one a rental of it runs.
+func NodeSpec(st Settings, nodeType string) OfferSpec {
+	s := st.NodeTypes[nodeType]
 	if s.Image == "" {
-		s.Image = p.cfg.Settings.Image
+		s.Image = st.Image
 	}
 	if s.Image == "" {
 		s.Image = DefaultImage
 	}
 	if s.DiskGB == 0 {
-		s.DiskGB = p.cfg.Settings.DiskGB
+		s.DiskGB = st.DiskGB
 	}
 	if s.DiskGB == 0 {
 		s.DiskGB = 16
