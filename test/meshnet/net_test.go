@@ -23,6 +23,9 @@ type vastNet struct {
 type netNode struct {
 	ns, private, public string
 	firstPort           int // its 64 ports: firstPort … firstPort+63
+	// cotenant: another rental on the host of node 0, behind its public
+	// IP and on its bridge (it reaches node 0's private address).
+	cotenant bool
 }
 
 func (n netNode) ports() string { return fmt.Sprintf("%d-%d", n.firstPort, n.firstPort+63) }
@@ -44,6 +47,7 @@ func newVastNet(t testing.TB) *vastNet {
 		{ns: "rvma" + id, private: "10.201.1.2", public: "203.0.113.11", firstPort: 30000},
 		{ns: "rvmb" + id, private: "10.201.2.2", public: "203.0.113.12", firstPort: 31000},
 		{ns: "rvms" + id, private: "10.201.3.2", public: "198.51.100.7"}, // the stranger
+		{ns: "rvmc" + id, private: "10.201.4.2", public: "203.0.113.11", cotenant: true},
 	}}
 	t.Cleanup(func() {
 		for _, n := range append([]string{v.router}, v.nsNames()...) {
@@ -54,6 +58,7 @@ func newVastNet(t testing.TB) *vastNet {
 	fmt.Fprintf(&b, "ip netns add %s\nip -n %s link set lo up\nip netns exec %s sysctl -qw net.ipv4.ip_forward=1\n", v.router, v.router, v.router)
 	nft := "table ip vast {\n chain pre { type nat hook prerouting priority -100;\n"
 	post := " chain post { type nat hook postrouting priority 100;\n"
+	apart := ""
 	for i, n := range v.nodes {
 		veth := fmt.Sprintf("r%d", i)
 		fmt.Fprintf(&b, "ip netns add %[1]s\nip -n %[1]s link set lo up\n", n.ns)
@@ -64,10 +69,17 @@ func newVastNet(t testing.TB) *vastNet {
 		if n.firstPort > 0 {
 			nft += fmt.Sprintf("  iifname != %q ip daddr %s tcp dport %s dnat to %s\n", veth, n.public, n.ports(), n.private)
 		}
+		if n.cotenant {
+			// Same host, same bridge: node 0's private address directly,
+			// anything else out through the shared public IP.
+			post += fmt.Sprintf("  oifname != %q ip saddr %s ip daddr != 10.201.0.0/16 snat to %s\n", veth, n.private, n.public)
+			apart += fmt.Sprintf(" ip saddr %[1]s ip daddr %[2]s accept; ip saddr %[2]s ip daddr %[1]s accept;", n.private, v.nodes[0].private)
+			continue
+		}
 		post += fmt.Sprintf("  oifname != %q ip saddr %s snat to %s\n", veth, n.private, n.public)
 	}
 	nft += " }\n" + post + " }\n"
-	nft += " chain apart { type filter hook forward priority 0; ct status dnat accept; ip saddr 10.201.0.0/16 ip daddr 10.201.0.0/16 reject; }\n}\n"
+	nft += " chain apart { type filter hook forward priority 0; ct status dnat accept;" + apart + " ip saddr 10.201.0.0/16 ip daddr 10.201.0.0/16 reject; }\n}\n"
 	fmt.Fprintf(&b, "ip netns exec %s nft -f - <<'NFT'\n%sNFT\n", v.router, nft)
 	sh(t, b.String())
 	return v

@@ -128,6 +128,9 @@ func TestTorchAcrossMesh(t *testing.T) {
 		}
 		t.Logf("rank 0 failed after %.2f s (whole job %s): %s", r.FailedAfterS, time.Since(start).Round(time.Millisecond), *r.Error)
 	})
+	t.Run("a co-tenant on node 0's bridge reaches no training listener", func(t *testing.T) {
+		cotenantProbe(t, c, lib)
+	})
 	t.Run("a stranger at the mesh port gets no stream", func(t *testing.T) {
 		script, _ := filepath.Abs("testdata/stranger.py")
 		n := v.nodes[1]
@@ -136,4 +139,97 @@ func TestTorchAcrossMesh(t *testing.T) {
 			t.Errorf("stranger: %s", out)
 		}
 	})
+}
+
+// cotenantProbe: while a job's ranks hold their listeners open (rank 0's
+// TCPStore on node 0: gloo closes a pair's listener once the pair is
+// connected; a listener of either kind gets the same guard), a co-tenant on node 0's host (its
+// bridge, its public IP) dials each of them at node 0's private address
+// and must reach none; the job still completes. The control: a listener
+// of node 0's opened without the shim answers the same co-tenant, so the
+// path is there and the shim's guard is what shuts it.
+func cotenantProbe(t *testing.T, c *cluster, lib string) {
+	v := c.net
+	n0, cot := v.nodes[0], v.nodes[3]
+	control := exec.Command("ip", "netns", "exec", n0.ns, "/usr/bin/python3", "-c",
+		"import socket,time\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"+
+			"s.bind(('0.0.0.0', 29999)); s.listen(); print('ready', flush=True); time.sleep(60)")
+	cout, _ := control.StdoutPipe()
+	if err := control.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { control.Process.Kill(); control.Wait() }()
+	cout.Read(make([]byte, 6))
+	if got := cotenantDial(t, cot, n0.private, []int{29999}); got[29999] != "connected" {
+		t.Fatalf("control: the co-tenant does not reach node 0's plain listener (%s): the test's network lacks the shared bridge", got[29999])
+	}
+	done := make(chan []rank, 1)
+	go func() { done <- c.runRanks(t, lib, true, []int{0, 1}, "hold") }()
+	var ports []int
+	for deadline := time.Now().Add(20 * time.Second); len(ports) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ports = trainingListeners(t, n0)
+	}
+	if len(ports) == 0 {
+		t.Fatal("rank 0's TCPStore never listened on node 0")
+	}
+	for p, got := range cotenantDial(t, cot, n0.private, ports) {
+		if got == "connected" {
+			t.Errorf("the co-tenant connected to rank 0's listener %s:%d", n0.private, p)
+		} else {
+			t.Logf("co-tenant → %s:%d: %s", n0.private, p, got)
+		}
+	}
+	for _, r := range <-done {
+		if !r.OK {
+			t.Errorf("rank %d: %s\n%s", r.Rank, r.Exception, r.raw)
+		}
+	}
+}
+
+// trainingListeners are the TCP ports listening in node n's namespace
+// outside its 64 and off loopback (the control's 29999 left out).
+func trainingListeners(t *testing.T, n netNode) []int {
+	out, err := exec.Command("ip", "netns", "exec", n.ns, "ss", "-Htln").Output()
+	if err != nil {
+		t.Fatalf("ss: %v", err)
+	}
+	var ports []int
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		i := strings.LastIndex(f[3], ":")
+		host, p := f[3][:i], 0
+		fmt.Sscan(f[3][i+1:], &p)
+		if strings.HasPrefix(host, "127.") || host == "[::1]" || p == 29999 || (p >= n.firstPort && p < n.firstPort+64) {
+			continue
+		}
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+// cotenantDial dials ip at each port from the co-tenant's namespace (2 s
+// each) and says what happened.
+func cotenantDial(t *testing.T, cot netNode, ip string, ports []int) map[int]string {
+	code := "import socket,sys\nfor p in sys.argv[2:]:\n s=socket.socket(); s.settimeout(2)\n try:\n  s.connect((sys.argv[1], int(p))); print(p, 'connected')\n" +
+		" except Exception as e:\n  print(p, type(e).__name__)\n s.close()\n"
+	args := []string{"netns", "exec", cot.ns, "/usr/bin/python3", "-c", code, ip}
+	for _, p := range ports {
+		args = append(args, fmt.Sprint(p))
+	}
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("co-tenant dial: %v\n%s", err, out)
+	}
+	got := map[int]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var p int
+		var what string
+		if n, _ := fmt.Sscan(l, &p, &what); n == 2 {
+			got[p] = what
+		}
+	}
+	return got
 }

@@ -19,7 +19,10 @@
  *   own) is first asked of the agent: "D" goes direct as it was, "C" means
  *   the agent now carries it to the member that owns the address (over
  *   mutual TLS), and the process's socket is replaced (dup3) by the
- *   connected loopback socket; "E <errno>" fails the connect with it.
+ *   connected loopback socket; "E <errno>" fails the connect with it;
+ * - a TCP listener on a port outside the node's own takes packets from this
+ *   container only (guard_listener): a co-tenant on the host's bridge
+ *   reaches no TCPStore or gloo pair at the container's private address.
  *
  * The real calls are raw syscalls, not dlsym(RTLD_NEXT): before glibc 2.34
  * dlsym lives in libdl, which a process may not have loaded. Every libc
@@ -29,6 +32,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/time.h>
@@ -168,6 +172,66 @@ EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_storage buf;
 	return (int)syscall(SYS_bind, fd, rewrite(sa, len, &buf, 1), len);
+}
+
+/*
+ * guard_listener: with the mesh on, a TCP listener on a port outside the
+ * node's 64 (a TCPStore, gloo's and NCCL's pairs: whatever a rank opens)
+ * takes packets only from this container: an IPv4 source in 127/8 or the
+ * container's own address, or IPv6 ::1. On a vast host, co-tenants may sit
+ * on the container's bridge and reach its private address at any port,
+ * and what listens there runs pickles (pytorch's SECURITY.md). The node's
+ * own ranks dial the container's address over loopback, the mesh's far
+ * end dials from this container too, so both pass. A classic BPF socket
+ * filter needs no capability (SO_BINDTODEVICE needs NET_RAW before Linux
+ * 5.7), and the sockets a listener accepts inherit it. A dropped SYN
+ * looks like a host that does not answer.
+ */
+static void guard_listener(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss, tl = sizeof(int);
+	int type = 0;
+	unsigned p;
+	if (!mesh || syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+	    syscall(SYS_getsockname, fd, &ss, &sl) != 0)
+		return;
+	if (ss.ss_family == AF_INET)
+		p = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		p = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	else
+		return;
+	if (is_own(p))
+		return;
+	unsigned me = (unsigned)self[0] << 24 | (unsigned)self[1] << 16 | (unsigned)self[2] << 8 | self[3];
+	struct sock_filter code[] = {
+		/* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_NET_OFF + 0),
+		/* 1 */ BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, 4),
+		/* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 6, 4, 0), /* IPv6: 7 */
+		/* 3 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 12),
+		/* 4 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, me, 11, 0),
+		/* 5 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000u),
+		/* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000u, 9, 8),
+		/* 7 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 8),
+		/* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
+		/* 9 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 12),
+		/* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
+		/* 11 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 16),
+		/* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
+		/* 13 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + 20),
+		/* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 1, 0),
+		/* 15 */ BPF_STMT(BPF_RET | BPF_K, 0),
+		/* 16 */ BPF_STMT(BPF_RET | BPF_K, 0xffffffffu),
+	};
+	struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+	syscall(SYS_setsockopt, fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	guard_listener(fd);
+	return (int)syscall(SYS_listen, fd, backlog);
 }
 
 /* dest4 gives the IPv4 address and port of an AF_INET or v4-mapped

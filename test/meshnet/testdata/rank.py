@@ -4,6 +4,7 @@ argv: rank world addr:port mode [marker]
 mode: "ops"   all_reduce, broadcast, broadcast_object_list(marker), new_group
       "die"   rank 1 exits mid-job; rank 0 waits in an all_reduce
       "bench" one 64 MiB all_reduce, timed (after a warm-up)
+      "hold"  all_reduce, then the listeners stay open for HOLD_S seconds
 Prints one JSON line."""
 import datetime, json, os, sys, time
 import torch
@@ -43,6 +44,12 @@ try:
         except Exception as e:
             out["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
         out["failed_after_s"] = round(time.time() - t1, 2)
+    elif mode == "hold":
+        x = torch.ones(4)
+        dist.all_reduce(x)
+        out["all_reduce"] = x.tolist()
+        time.sleep(float(os.environ.get("HOLD_S", "8")))
+        dist.barrier()
     elif mode == "bench":
         big = torch.ones(16 << 20)  # 64 MiB of float32
         dist.all_reduce(big)  # warm-up: the pairs' buffers
