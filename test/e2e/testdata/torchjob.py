@@ -4,9 +4,11 @@ ray.util.get_node_ip_address() and a port the kernel picks, as
 ray/train/_internal/utils.py get_address_and_port does; ray.train itself
 needs pyarrow, which this machine lacks), and Ray's own ray.util.collective
 with backend "gloo" (its rendezvous through Ray's KV store).
-argv: marker
+argv: marker [nccl]
 Cases: "one node" (two ranks on the first node), "two nodes" (a rank on
-each), "collective" (ray.util.collective, a rank on each). The driver
+each), "collective" (ray.util.collective, a rank on each). With "nccl"
+(GPU nodes; not run here, there is no GPU): "two nodes" only, backend
+nccl, a GPU per rank and the tensors on it. The driver
 runs on the head's machine, whose Ray has no torch: torch is imported in
 the actors only. Prints one line: TORCHJOB {json}."""
 import json, sys, time
@@ -14,6 +16,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 marker = sys.argv[1]
+backend = sys.argv[2] if len(sys.argv) > 2 else "gloo"
 
 
 @ray.remote(num_cpus=1)
@@ -32,16 +35,17 @@ class Rank:
         import torch.distributed as dist
         out = {"rank": rank, "node_ip": ray.util.get_node_ip_address()}
         try:
-            dist.init_process_group("gloo", init_method="tcp://%s:%d" % (addr, port), rank=rank,
+            dist.init_process_group(backend, init_method="tcp://%s:%d" % (addr, port), rank=rank,
                                     world_size=world, timeout=datetime.timedelta(seconds=60))
-            x = torch.ones(4) * (rank + 1)
+            dev = "cuda" if backend == "nccl" else "cpu"
+            x = torch.ones(4, device=dev) * (rank + 1)
             dist.all_reduce(x)
             out["all_reduce"] = x.tolist()
             objs = [{"marker": marker}] if rank == 0 else [None]
             dist.broadcast_object_list(objs, src=0)
             out["object"] = objs[0]
             g = dist.new_group(list(range(world)))
-            z = torch.ones(2)
+            z = torch.ones(2, device=dev)
             dist.all_reduce(z, group=g)
             out["group"] = z.tolist()
             out["ok"] = True
@@ -65,7 +69,8 @@ class Rank:
 
 
 def ranks_on(node_ids):
-    return [Rank.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote()
+    gpus = 1 if backend == "nccl" else 0
+    return [Rank.options(num_gpus=gpus, scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote()
             for n in node_ids]
 
 
@@ -91,7 +96,9 @@ def collective_case(node_ids):
 ray.init()
 nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU"))
 out = {"nodes": len(nodes)}
-if len(nodes) >= 2:
+if len(nodes) >= 2 and backend == "nccl":
+    out["two nodes"] = torch_case(nodes[:2])
+elif len(nodes) >= 2:
     out["one node"] = torch_case([nodes[0], nodes[0]])
     out["two nodes"] = torch_case(nodes[:2])
     out["collective"] = collective_case(nodes[:2])
