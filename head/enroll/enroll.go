@@ -112,6 +112,7 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", fmt.Sprint(len(s.cfg.Agent)))
 	_, _ = w.Write(s.cfg.Agent)
+	s.cfg.Metrics.AgentDownload()
 }
 
 func (s *Server) caPEM(w http.ResponseWriter, r *http.Request) {

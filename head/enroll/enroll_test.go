@@ -18,6 +18,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
+	"github.com/rayvast/rayvast/head/metrics"
 	"github.com/rayvast/rayvast/head/ratelimit"
 	"github.com/rayvast/rayvast/head/registry"
 	"github.com/rayvast/rayvast/internal/pki"
@@ -39,6 +40,7 @@ type testHead struct {
 	destroyed map[string]string // candidate -> reason
 	busy      int               // port checks still to answer ErrBusy, as a full gate does
 	hold      chan struct{}     // when set, port checks wait until it is closed
+	metrics   *metrics.Metrics
 }
 
 var nodeTypes = map[string]wire.NodeType{
@@ -70,8 +72,10 @@ func newHeadAt(t testing.TB, statePath string) *testHead {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &testHead{ca: ca, reg: reg, clk: clk, block: blocklist.New(clk.Now), logs: &rvtest.Buffer{}, destroyed: map[string]string{}}
+	h := &testHead{ca: ca, reg: reg, clk: clk, block: blocklist.New(clk.Now), logs: &rvtest.Buffer{}, destroyed: map[string]string{},
+		metrics: &metrics.Metrics{}}
 	s := New(Config{
+		Metrics:  h.metrics,
 		Registry: reg, Blocklist: h.block, Limiter: ratelimit.New(10, time.Minute, clk.Now),
 		PortCheck: func(ctx context.Context, ip string, ports []int, key []byte) error {
 			h.mu.Lock()
@@ -470,6 +474,11 @@ func TestBootstrapAndCA(t *testing.T) {
 	resp.Body.Close()
 	if buf.String() != "#!agent binary" || resp.Header.Get("Content-Type") != "application/octet-stream" {
 		t.Errorf("bootstrap %q %s", buf.String(), resp.Header.Get("Content-Type"))
+	}
+	var m strings.Builder
+	h.metrics.Write(&m, nil, nil)
+	if !strings.Contains(m.String(), "\nrayvast_agent_downloads_total 1\n") {
+		t.Errorf("one download, metrics say:\n%s", m.String())
 	}
 }
 

@@ -43,7 +43,12 @@ type Metrics struct {
 	reports     uint64
 	healthPolls map[string]uint64 // ok / fail
 	pruned      uint64
+	downloads   uint64
 }
+
+// AgentDownload counts one GET /bootstrap served (an image with the agent
+// built in boots without one).
+func (m *Metrics) AgentDownload() { m.mu.Lock(); m.downloads++; m.mu.Unlock() }
 
 // Pruned counts ended candidates dropped from the registry after the
 // retention period (their gauges stop counting them).
@@ -149,6 +154,8 @@ func (m *Metrics) Write(w io.Writer, cands []wire.Candidate, nodes []wire.Node) 
 	writeMap(&b, "rayvast_health_polls_total", "result", m.healthPolls)
 	header(&b, "rayvast_candidates_pruned_total", "counter", "Ended candidates dropped after the retention period.")
 	fmt.Fprintf(&b, "rayvast_candidates_pruned_total %d\n", m.pruned)
+	header(&b, "rayvast_agent_downloads_total", "counter", "The agent served at GET /bootstrap.")
+	fmt.Fprintf(&b, "rayvast_agent_downloads_total %d\n", m.downloads)
 	m.mu.Unlock()
 	_, err := io.WriteString(w, b.String())
 	return err
