@@ -85,13 +85,6 @@ func (c *Config) defaults() error {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.FakerayDir == "" && c.RayVersion == "" {
-		d, err := FindFakeray()
-		if err != nil {
-			return err
-		}
-		c.FakerayDir = d
-	}
 	return nil
 }
 
@@ -122,6 +115,17 @@ func FindFakeray() (string, error) {
 	return "", fmt.Errorf("find fakeray: no ray/__init__.py under %s (run from the repo root)", strings.Join(tried, " or "))
 }
 
+// Base returns the debootstrap base image (Debian's python3 and
+// cfg.Packages, nothing of Ray or rayvast), building it when missing: what a
+// test builds a user's own image from.
+func Base(ctx context.Context, cfg Config) (string, error) {
+	if err := cfg.defaults(); err != nil {
+		return "", err
+	}
+	cfg.Base = BaseDebootstrap
+	return ensureBase(ctx, cfg)
+}
+
 // Build returns the candidate image's name (repo:tag), building what is
 // missing: the base image (debootstrap, slow, once per machine) and the
 // candidate image (base + real Ray from a venv of this machine, or base +
@@ -129,6 +133,13 @@ func FindFakeray() (string, error) {
 func Build(ctx context.Context, cfg Config) (string, error) {
 	if err := cfg.defaults(); err != nil {
 		return "", err
+	}
+	if cfg.FakerayDir == "" && cfg.RayVersion == "" {
+		d, err := FindFakeray()
+		if err != nil {
+			return "", err
+		}
+		cfg.FakerayDir = d
 	}
 	if cfg.RayVersion != "" {
 		// Real Ray needs a whole Debian (libstdc++ and the rest of what
