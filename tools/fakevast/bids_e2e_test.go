@@ -55,24 +55,11 @@ func TestBidsE2E(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	f.setup(ctx, f.serveFake(fakevast.Config{Key: e2eKey, Offers: fakevast.DefaultOffers(8), StartDelay: time.Second, MinInterval: 50 * time.Millisecond}), f.img)
-	f.start()
-	defer func() {
-		if t.Failed() {
-			t.Logf("logs:\n%s", tail(f.logs.String(), 8000))
-		}
-	}()
-	f.waitFor("2 enrolled nodes", 4*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0 })
+	f.enroll(ctx, fakevast.DefaultOffers(8))
 
 	// The stopped start.
 	offer := raised.Load()
-	var stopped *fakevast.Instance
-	for _, in := range f.fake.AllInstances() {
-		if in.Offer.ID == offer {
-			stopped = &in
-			break
-		}
-	}
+	stopped := f.instance(func(in fakevast.Instance) bool { return in.Offer.ID == offer })
 	switch {
 	case offer == 0 || stopped == nil:
 		t.Fatalf("no create on the outbid offer %d", offer)
@@ -115,12 +102,7 @@ func TestBidsE2E(t *testing.T) {
 		}
 		return !f.live(victim.InstanceID) && !replaced.IsZero()
 	})
-	var destroyed time.Time
-	for _, in := range f.fake.AllInstances() {
-		if in.ID == vid {
-			destroyed = in.DestroyedAt
-		}
-	}
+	destroyed := f.instance(func(in fakevast.Instance) bool { return in.ID == vid }).DestroyedAt
 	const slack = 3 * time.Second // a loaded 2-core machine's timers and the calls themselves
 	t.Logf("outbid: paused instance %d destroyed %v and a replacement created %v after the pause (bound: one tick, %v, + %v)",
 		vid, destroyed.Sub(outbid).Round(10*time.Millisecond), replaced.Sub(outbid).Round(10*time.Millisecond), bidTick, slack)
@@ -178,6 +160,96 @@ func TestBidsE2E(t *testing.T) {
 	f.checkNoLeak("at the end")
 	calls, limited := f.fake.Stats()
 	t.Logf("vast API calls %v, 429s %d", calls, limited)
+}
+
+// TestContractEndE2E is issue 31's "done" for contract ends, with the
+// real head binary, agents in containers and the fake vast API: the
+// cheapest offer's contract ends in 30 minutes (inside the default
+// replace_before_end_s, 2 h). It proves that `head status` shows the end
+// date, that a replacement is rented before the old rental is destroyed
+// and enrolls while the old node still runs, and that the old node is then
+// ended contract_end and its instance destroyed, its host not
+// blocklisted, two nodes enrolled and nothing leaked.
+func TestContractEndE2E(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f := openFlow(ctx, t, "contract", time.Minute)
+	offers := fakevast.DefaultOffers(6)
+	end := time.Now().Add(30 * time.Minute).Truncate(time.Second)
+	offers[0].EndDate = float64(end.Unix())
+	f.enroll(ctx, offers)
+	old := f.instance(func(in fakevast.Instance) bool { return in.Offer.ID == offers[0].ID })
+	if old == nil {
+		t.Fatalf("offer %d was not rented", offers[0].ID)
+	}
+	oldID := strconv.FormatInt(old.ID, 10)
+	known := map[string]bool{}
+	for _, c := range f.candidates() {
+		known[c.CandidateID] = true
+	}
+	oldCand := find(f.candidates(), func(c wire.Candidate) bool { return c.InstanceID == oldID })
+	if oldCand == nil {
+		t.Fatalf("no candidate of instance %d", old.ID)
+	}
+	if l := statusRow(f.status(ctx), old.ID); !strings.Contains(l, end.UTC().Format(time.RFC3339)) {
+		t.Errorf("head status row of %d is %q, want its contract's end %s", old.ID, l, end.UTC().Format(time.RFC3339))
+	}
+
+	// The replacement enrolls while the old node still runs.
+	var rep *wire.Candidate
+	f.waitFor("a replacement enrolled beside the ending node", 3*time.Minute, func(cs []wire.Candidate) bool {
+		o := find(cs, func(c wire.Candidate) bool { return c.CandidateID == oldCand.CandidateID })
+		if o == nil || o.State != wire.StateEnrolled {
+			t.Fatalf("the ending node is %+v before its replacement enrolled", o)
+		}
+		rep = find(cs, func(c wire.Candidate) bool { return c.State == wire.StateEnrolled && !known[c.CandidateID] })
+		return rep != nil
+	})
+	f.waitFor("the ending node ended", time.Minute, func(cs []wire.Candidate) bool {
+		o := find(cs, func(c wire.Candidate) bool { return c.CandidateID == oldCand.CandidateID })
+		return o.State == wire.StateEnded && !f.live(oldID)
+	})
+	if o := find(f.candidates(), func(c wire.Candidate) bool { return c.CandidateID == oldCand.CandidateID }); o.Reason != "contract_end" {
+		t.Errorf("the ending node ended %q, want contract_end", o.Reason)
+	}
+	old = f.instance(func(in fakevast.Instance) bool { return in.ID == old.ID })
+	if in := f.instance(func(in fakevast.Instance) bool { return strconv.FormatInt(in.ID, 10) == rep.InstanceID }); !in.Created.Before(old.DestroyedAt) {
+		t.Errorf("the replacement %d was created %v, after the old rental was destroyed (%v)", in.ID, in.Created, old.DestroyedAt)
+	} else {
+		t.Logf("replacement %d created %v before the old rental %d was destroyed", in.ID, old.DestroyedAt.Sub(in.Created).Round(time.Second), old.ID)
+	}
+	if bl := f.admin("/v1/blocklist"); strings.Contains(bl, fmt.Sprintf(`"host_id":%q`, oldCand.HostID)) {
+		t.Errorf("host %s blocklisted for a contract's end: %s", oldCand.HostID, bl)
+	}
+	if n := count(f.candidates(), wire.StateEnrolled); n < 2 {
+		t.Errorf("%d enrolled after the contract's end, want 2", n)
+	}
+	f.checkNoLeak("after the contract's end")
+}
+
+// enroll serves the fake with offers, starts `head serve` and waits for
+// its 2 nodes (min_workers) to enroll; the logs are printed if the test
+// fails.
+func (f *flow) enroll(ctx context.Context, offers []fakevast.Offer) {
+	f.t.Helper()
+	f.setup(ctx, f.serveFake(fakevast.Config{Key: e2eKey, Offers: offers, StartDelay: time.Second, MinInterval: 50 * time.Millisecond}), f.img)
+	f.start()
+	f.t.Cleanup(func() {
+		if f.t.Failed() {
+			f.t.Logf("logs:\n%s", tail(f.logs.String(), 8000))
+		}
+	})
+	f.waitFor("2 enrolled nodes", 4*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0 })
+}
+
+// instance is the fake's first instance (live or not) that ok takes, or nil.
+func (f *flow) instance(ok func(fakevast.Instance) bool) *fakevast.Instance {
+	for _, in := range f.fake.AllInstances() {
+		if ok(in) {
+			return &in
+		}
+	}
+	return nil
 }
 
 // askID is the offer a create request (PUT /api/v0/asks/{id}/) names.
