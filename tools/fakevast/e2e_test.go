@@ -12,6 +12,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,6 +63,7 @@ type flow struct {
 	// vastCPU is the vast settings' "cpu" node type (default a max_dph
 	// of 1), vastExtra more settings fields, each with its leading comma.
 	vastCPU, vastExtra string
+	heartbeat          int // heartbeat_interval_s (default 2)
 	// wrap, when set, stands in front of the fake's handler (serveFake).
 	wrap func(http.Handler) http.Handler
 }
@@ -259,9 +261,9 @@ func (f *flow) setup(ctx context.Context, apiURL, img string) {
 	if out, err := f.run(ctx, "init", "--state", f.state, "--ip", f.gw, "--cluster", f.name); err != nil {
 		f.t.Fatalf("head init: %v\n%s", err, out)
 	}
-	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":2%s,
+	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":%d%s,
 		"node_types":{"cpu":{"gpus":0,"min_workers":%d,"max_workers":%d,"resources":{},"labels":{}}},
-		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw, f.cfgExtra, max(f.min, 2), max(f.max, 3))
+		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw, cmp.Or(f.heartbeat, 2), f.cfgExtra, max(f.min, 2), max(f.max, 3))
 	cpu := f.vastCPU
 	if cpu == "" {
 		cpu = `"gpu_name":"fake-cpu","max_dph":1`
