@@ -60,10 +60,8 @@ type flow struct {
 	min, max         int    // the node type's workers (default 2 and 3)
 	cfgExtra         string // more config fields, each with its leading comma
 	fakeURL          string // the fake's API
-	// vastCPU is the vast settings' "cpu" node type (default a max_dph
-	// of 1), vastExtra more settings fields, each with its leading comma.
-	vastCPU, vastExtra string
-	heartbeat          int // heartbeat_interval_s (default 2)
+	vastCPU          string // the vast settings' "cpu" node type (default a max_dph of 1)
+	heartbeat        int    // heartbeat_interval_s (default 2)
 	// wrap, when set, stands in front of the fake's handler (serveFake).
 	wrap func(http.Handler) http.Handler
 }
@@ -268,7 +266,7 @@ func (f *flow) setup(ctx context.Context, apiURL, img string) {
 	if cpu == "" {
 		cpu = `"gpu_name":"fake-cpu","max_dph":1`
 	}
-	vcfg := fmt.Sprintf(`{"image":%q,"node_types":{"cpu":{%s}}%s}`, img, cpu, f.vastExtra)
+	vcfg := fmt.Sprintf(`{"image":%q,"node_types":{"cpu":{%s}}}`, img, cpu)
 	for p, s := range map[string]string{f.cfg: cfg, f.vcfg: vcfg} {
 		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 			f.t.Fatal(err)
