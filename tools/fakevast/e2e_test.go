@@ -12,6 +12,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,6 +60,10 @@ type flow struct {
 	min, max         int    // the node type's workers (default 2 and 3)
 	cfgExtra         string // more config fields, each with its leading comma
 	fakeURL          string // the fake's API
+	vastCPU          string // the vast settings' "cpu" node type (default a max_dph of 1)
+	heartbeat        int    // heartbeat_interval_s (default 2)
+	// wrap, when set, stands in front of the fake's handler (serveFake).
+	wrap func(http.Handler) http.Handler
 }
 
 func TestVastFlow(t *testing.T) {
@@ -222,7 +227,11 @@ func openFlow(ctx context.Context, t *testing.T, name string, cleanup time.Durat
 func (f *flow) serveFake(cfg fakevast.Config) string {
 	cfg.Backend, cfg.Log = f.be, slogFor(f)
 	f.fake = fakevast.New(cfg)
-	api := httptest.NewServer(f.fake.Handler())
+	h := f.fake.Handler()
+	if f.wrap != nil {
+		h = f.wrap(h)
+	}
+	api := httptest.NewServer(h)
 	f.t.Cleanup(api.Close)
 	f.gw = f.be.Gateway().String()
 	f.fakeURL = api.URL
@@ -250,10 +259,14 @@ func (f *flow) setup(ctx context.Context, apiURL, img string) {
 	if out, err := f.run(ctx, "init", "--state", f.state, "--ip", f.gw, "--cluster", f.name); err != nil {
 		f.t.Fatalf("head init: %v\n%s", err, out)
 	}
-	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":2%s,
+	cfg := fmt.Sprintf(`{"cluster":%q,"ray":{"head_address":"%s:6379"},"heartbeat_interval_s":%d%s,
 		"node_types":{"cpu":{"gpus":0,"min_workers":%d,"max_workers":%d,"resources":{},"labels":{}}},
-		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw, f.cfgExtra, max(f.min, 2), max(f.max, 3))
-	vcfg := fmt.Sprintf(`{"image":%q,"node_types":{"cpu":{"gpu_name":"fake-cpu","max_dph":1}}}`, img)
+		"guest_api":{"anonymous_scopes":[],"external_issuers":[]}}`, f.name, f.gw, cmp.Or(f.heartbeat, 2), f.cfgExtra, max(f.min, 2), max(f.max, 3))
+	cpu := f.vastCPU
+	if cpu == "" {
+		cpu = `"gpu_name":"fake-cpu","max_dph":1`
+	}
+	vcfg := fmt.Sprintf(`{"image":%q,"node_types":{"cpu":{%s}}}`, img, cpu)
 	for p, s := range map[string]string{f.cfg: cfg, f.vcfg: vcfg} {
 		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 			f.t.Fatal(err)
