@@ -32,7 +32,7 @@ type serveFlags struct {
 	nft func(ctx context.Context, script string) error
 }
 
-// Refusal rate limit per source IP: a burst of 10 (SPEC §6), then one more
+// Refusal rate limit per source IP: a burst of 10 (docs/protocol.md §6), then one more
 // every 10 s.
 const (
 	refusalBurst  = 10
