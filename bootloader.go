@@ -27,7 +27,7 @@ func Bootloader() string {
 }
 
 // PythonSearch is bootloader.sh's own search for a Python that imports
-// ray (SPEC §3 step 1): its lines from `P=` through the check that calls
+// ray (docs/protocol.md §3 step 1): its lines from `P=` through the check that calls
 // `die` when none was found, comments dropped. `head image-check` runs it
 // in an image, with a die of its own, so the check looks exactly where a
 // rental looks. It panics if bootloader.sh lost those lines (a test

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bootloader.sh: the container command of a rayvast candidate (SPEC §3).
+# bootloader.sh: the container command of a rayvast candidate (docs/protocol.md §3).
 # It holds no secret and prints none: the join token stays in the env for the agent.
 # Steps: find a Python that can import ray, fetch the agent from the head's port A (or
 # take /opt/rayvast/agent from the image), check its SHA-256 against

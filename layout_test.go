@@ -9,12 +9,12 @@ import (
 	"testing"
 )
 
-// layoutRow is a row of README.md's layout table: | `path` | what |.
+// layoutRow is a row of docs/layout.md's layout table: | `path` | what |.
 var layoutRow = regexp.MustCompile("^\\| `([^`]+)` \\| (.+) \\|$")
 
-// readmeLayout is the paths the README's "## Layout" table names, in order.
-func readmeLayout(readme string) []string {
-	_, after, ok := strings.Cut(readme, "\n## Layout\n")
+// docLayout is the paths docs/layout.md's "## Layout" table names, in order.
+func docLayout(doc string) []string {
+	_, after, ok := strings.Cut(doc, "\n## Layout\n")
 	if !ok {
 		return nil
 	}
@@ -28,17 +28,17 @@ func readmeLayout(readme string) []string {
 	return paths
 }
 
-// TestReadmeLayout keeps the map matching the code: every package of
-// `go list ./...` has its row in README.md's layout table, and every row
+// TestLayout keeps the map matching the code: every package of
+// `go list ./...` has its row in docs/layout.md's layout table, and every row
 // names a package or a file that exists.
-func TestReadmeLayout(t *testing.T) {
-	b, err := os.ReadFile("README.md")
+func TestLayout(t *testing.T) {
+	b, err := os.ReadFile("docs/layout.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := readmeLayout(string(b))
+	rows := docLayout(string(b))
 	if len(rows) == 0 {
-		t.Fatal("README.md has no layout table under ## Layout")
+		t.Fatal("docs/layout.md has no layout table under ## Layout")
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "./...").Output()
 	if err != nil {
@@ -56,28 +56,28 @@ func TestReadmeLayout(t *testing.T) {
 	listed := map[string]bool{}
 	for _, p := range rows {
 		if listed[p] {
-			t.Errorf("README layout lists %s twice", p)
+			t.Errorf("docs/layout.md lists %s twice", p)
 		}
 		listed[p] = true
 		if pkgs[p] {
 			continue
 		}
 		if fi, err := os.Stat(p); err != nil || fi.IsDir() {
-			t.Errorf("README layout lists %s, which is neither a package nor a file", p)
+			t.Errorf("docs/layout.md lists %s, which is neither a package nor a file", p)
 		}
 	}
 	for p := range pkgs {
 		if !listed[p] {
-			t.Errorf("package %s has no row in README.md's layout table", p)
+			t.Errorf("package %s has no row in docs/layout.md's layout table", p)
 		}
 	}
 }
 
-// TestReadmeLayoutParse: the table parser reads rows of the Layout section
+// TestLayoutParse: the table parser reads rows of the Layout section
 // only.
-func TestReadmeLayoutParse(t *testing.T) {
+func TestLayoutParse(t *testing.T) {
 	doc := "# x\n| `no` | other table |\n## Layout\n\n| path | what |\n|---|---|\n| `a/b` | one |\n| `.` | root |\n\n## Next\n| `c` | later |\n"
-	if got := strings.Join(readmeLayout(doc), ","); got != "a/b,." {
+	if got := strings.Join(docLayout(doc), ","); got != "a/b,." {
 		t.Errorf("rows = %q, want a/b,.", got)
 	}
 }

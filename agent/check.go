@@ -84,7 +84,7 @@ func checkCommand(args []string, secrets envconfig.Secrets, stdout, stderr io.Wr
 }
 
 // parseResolvers reads a RAYVAST_EGRESS_RESOLVERS list; "" means the public
-// resolvers (production default, SPEC §2).
+// resolvers (production default, docs/protocol.md §2).
 func parseResolvers(s string) ([]hostcheck.Resolver, error) {
 	if s == "" {
 		return hostcheck.DefaultResolvers, nil

@@ -1,6 +1,6 @@
 // Command agent is rayvast's node agent: started by bootloader.sh as PID 1
 // in a rented container, it enrolls with the head, starts Ray and stays to
-// supervise it (SPEC §5, §6, §9). It is static and never imports head/.
+// supervise it (docs/protocol.md §5, §6, §9). It is static and never imports head/.
 package main
 
 import (
@@ -30,7 +30,7 @@ Each subcommand answers --help.
 
 func main() {
 	// Secrets leave the environment before anything else can read or
-	// inherit them (SPEC §5 step 1); only `run` uses them. When they came
+	// inherit them (docs/protocol.md §5 step 1); only `run` uses them. When they came
 	// from the initial environment the binary re-executes itself, so that
 	// /proc/1/environ, which Ray's workers can read, no longer holds them.
 	secrets, inEnviron, err := envconfig.TakeSecrets()

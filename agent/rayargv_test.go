@@ -24,7 +24,7 @@ import (
 // TestRunRayArgvAndEnv runs the agent binary through enrollment to Ray's
 // start against a fake head that answers a bundle, with the stand-in Ray
 // of test/fakeray, and checks what the enrollment flow really built: the
-// versions in the enroll request (from the found Python), the exact SPEC
+// versions in the enroll request (from the found Python), the exact docs/protocol.md
 // §9 argv (--num-cpus, --temp-dir, --node-name; no empty --labels) and
 // Ray's identity env.
 func TestRunRayArgvAndEnv(t *testing.T) {

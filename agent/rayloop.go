@@ -38,7 +38,7 @@ const holdForHead = 2 * time.Minute
 // GCS connect retries, then 30 s for the raylet to register).
 const DefaultJoinTimeout = 2 * time.Minute
 
-// rayLoop is Ray under the restart policy (SPEC §9): it restarts Ray when
+// rayLoop is Ray under the restart policy (docs/protocol.md §9): it restarts Ray when
 // it exits on its own, reports each exit and restart, and ends on a stop,
 // a signal or a crash loop. Its status feeds heartbeats and the guest API:
 // starting from each start of Ray until Ray says its node joined the

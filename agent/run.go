@@ -153,7 +153,7 @@ func (a *agent) run() int {
 	return a.serve(b, sigs)
 }
 
-// enroll is SPEC §5 and §6 from the agent's side: open the port-check
+// enroll is docs/protocol.md §5 and §6 from the agent's side: open the port-check
 // listeners, pin the CA, check the host, POST /enroll, check the answer.
 //
 // The listeners open first, before any outgoing connection: an outgoing
@@ -217,7 +217,7 @@ func (a *agent) enroll(ctx context.Context) (*bundle.Bundle, error) {
 	return b, nil
 }
 
-// probeRay asks the found Python for Ray's and its own version (SPEC §5),
+// probeRay asks the found Python for Ray's and its own version (docs/protocol.md §5),
 // once, in Ray's scrubbed environment. The head judges the answer; an
 // unknown version is sent as "" and refused there as ray_version, so the
 // reason reaches the operator through head status.

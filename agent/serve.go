@@ -26,7 +26,7 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// serve is SPEC §9: write the bundle, open the guest API, start Ray under
+// serve is docs/protocol.md §9: write the bundle, open the guest API, start Ray under
 // the supervisor, heartbeat until Ray exits, and return Ray's exit code.
 // sigs is the pre-Ray signal channel, drained once the supervisor owns signals.
 func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {

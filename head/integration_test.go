@@ -120,7 +120,7 @@ func waitAdmin(t *testing.T, c *http.Client, p *headProc) {
 }
 
 // TestHeadBinary runs the real binary: init, serve, create candidates over
-// admin.sock, enroll one with a client written from SPEC §6, heartbeat,
+// admin.sock, enroll one with a client written from docs/protocol.md §6, heartbeat,
 // SIGTERM (exit 0), restart, heartbeat again, enroll the candidate made
 // before the restart, SIGTERM during an in-flight enrollment (it finishes,
 // exit 0), and finally grep everything the head wrote for every secret.
@@ -178,7 +178,7 @@ func TestHeadBinary(t *testing.T) {
 		t.Fatalf("patch: %d %s", st, patched.State)
 	}
 
-	// A hand-written client following SPEC §5–§6 from the env alone.
+	// A hand-written client following docs/protocol.md §5–§6 from the env alone.
 	env := c1.Env
 	agentSum := sha256.Sum256(agentBin)
 	if env[wire.EnvBootstrapSHA256] != hex.EncodeToString(agentSum[:]) || env[wire.EnvHead] != "127.0.0.1" ||
@@ -358,7 +358,7 @@ func keyBody(pemText string) string {
 	return lines[1]
 }
 
-// pinCA fetches /ca.pem without verifying and checks its fingerprint (SPEC §5 step 2).
+// pinCA fetches /ca.pem without verifying and checks its fingerprint (docs/protocol.md §5 step 2).
 func pinCA(t *testing.T, baseA, want string) *x509.CertPool {
 	t.Helper()
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}

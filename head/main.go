@@ -1,5 +1,5 @@
 // Command head is rayvast's trusted half: it owns the cluster CA and decides
-// which rented containers may join (SPEC §1, §8).
+// which rented containers may join (docs/protocol.md §1, §8).
 //
 //	head init   --state DIR --ip IP [--dns NAME] [--cluster NAME]
 //	head up     --config FILE [--state DIR] [--no-ray-head] [--down-on-exit]

@@ -32,7 +32,7 @@ type serveFlags struct {
 	nft func(ctx context.Context, script string) error
 }
 
-// Refusal rate limit per source IP: a burst of 10 (SPEC §6), then one more
+// Refusal rate limit per source IP: a burst of 10 (docs/protocol.md §6), then one more
 // every 10 s.
 const (
 	refusalBurst  = 10
@@ -47,7 +47,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var f serveFlags
 	fs.StringVar(&f.state, "state", "", "state dir made by head init")
-	fs.StringVar(&f.config, "config", "", "config file (JSON; README \"Run it for real\" shows one)")
+	fs.StringVar(&f.config, "config", "", "config file (JSON; docs/running.md \"Run it for real\" shows one)")
 	fs.StringVar(&f.agent, "agent", "", "agent binary served at /bootstrap (default: the one built into head)")
 	fs.StringVar(&f.shim, "shim", "", "Python file put first on Ray's PYTHONPATH (default: the built-in sitecustomize.py; none: no shim)")
 	fs.StringVar(&f.bootloader, "bootloader", "", "bootloader.sh, the command of built-in rentals (default: the one built into head)")

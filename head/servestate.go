@@ -18,7 +18,7 @@ import (
 	"github.com/rayvast/rayvast/internal/portcheck"
 )
 
-// openState takes the state dir's lock (one head per dir, SPEC §8), removes
+// openState takes the state dir's lock (one head per dir, docs/protocol.md §8), removes
 // temp files a killed head left, and opens the registry, refusing a store
 // that vanished from a dir that has served. The caller calls done on exit.
 func openState(st *statedir.State, log *slog.Logger) (reg *registry.Registry, done func(), err error) {

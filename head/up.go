@@ -31,7 +31,7 @@ import (
 
 const upUsage = `usage: head up --config FILE [--state DIR] [--no-ray-head] [--down-on-exit] [flags]
 
-The whole cluster from one file (JSON; examples/ and the README's "Run it
+The whole cluster from one file (JSON; examples/ and docs/running.md's "Run it
 for real" show its fields): makes the state dir when it is new
 (head init), starts the Ray head with the cluster's TLS files and token and
 keeps it running (unless --no-ray-head), then serves ports A and B with the

@@ -1,4 +1,4 @@
-// Package bundle checks the head's enroll answer (SPEC §6 step 9) and
+// Package bundle checks the head's enroll answer (docs/protocol.md §6 step 9) and
 // writes it into the agent's private state dir (§9) for Ray to read.
 package bundle
 
@@ -205,7 +205,7 @@ func checkPorts(resp wire.EnrollResponse, ports []int) error {
 }
 
 // checkIdentity: the names that reach Ray's argv and env are plain
-// identifiers, and Ray's node name is this instance (SPEC §6 step 9).
+// identifiers, and Ray's node name is this instance (docs/protocol.md §6 step 9).
 func checkIdentity(resp wire.EnrollResponse, instanceID string) error {
 	if !wire.ValidInstanceID(resp.CandidateID) {
 		return errors.New("bundle candidate_id: want 1-64 of [A-Za-z0-9._-]")

@@ -32,7 +32,7 @@ func PathsIn(dir string) Paths {
 		ShimDir: j("shim"), Socket: j("agent.sock")}
 }
 
-// Switches are the guest API's measured switches (SPEC §2), fixed at launch.
+// Switches are the guest API's measured switches (docs/protocol.md §2), fixed at launch.
 type Switches struct{ PublicLogs, PublicSysinfo, PublicTCBInfo bool }
 
 // info is bundle.json: what was granted, without a single secret.

@@ -61,7 +61,7 @@ func Enroll(ctx context.Context, hc *http.Client, url string, req wire.EnrollReq
 		if err := wire.Decode(resp.Body, maxBundle, &out); err != nil {
 			// Most likely the answer was cut (the head stopped while
 			// writing it): the head answers the same request again with a
-			// fresh certificate (SPEC §6 step 2 Retries).
+			// fresh certificate (docs/protocol.md §6 step 2 Retries).
 			return out, backoff.Transient("enroll", fmt.Errorf("decode bundle: %w", err))
 		}
 		if out.Version != wire.Version {

@@ -1,5 +1,5 @@
 // Package enroll is the agent's side of port A: pin the cluster CA
-// (SPEC §5 step 2) and POST /enroll with retries (§6).
+// (docs/protocol.md §5 step 2) and POST /enroll with retries (§6).
 package enroll
 
 import (

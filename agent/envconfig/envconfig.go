@@ -1,4 +1,4 @@
-// Package envconfig reads and validates the agent's environment (SPEC §2),
+// Package envconfig reads and validates the agent's environment (docs/protocol.md §2),
 // and keeps its secrets out of reach: TakeSecrets is the one place that
 // reads them out of the real environment and unsets them, and Reexec
 // (reexec*.go) re-executes the agent without them in its environ block,
@@ -123,7 +123,7 @@ func (s Secrets) Lookup(env func(string) (string, bool)) func(string) (string, b
 	}
 }
 
-// Parse reads and validates every variable of SPEC §2 through lookup. The
+// Parse reads and validates every variable of docs/protocol.md §2 through lookup. The
 // error lists every bad variable by name; secret values are never quoted.
 func Parse(lookup func(string) (string, bool)) (Config, error) {
 	p := parser{lookup: lookup}

@@ -1,4 +1,4 @@
-// Package guestapi is the node agent's guest API server (SPEC §9, seed 002):
+// Package guestapi is the node agent's guest API server (docs/protocol.md §9, seed 002):
 // Version, Health, Info and GetAttestationForAppKey on the v0/v1 pRPC
 // surfaces, the dashboard, logs and metrics, over TCP (HTTPS with the node
 // cert when the node has one), vsock, and an unauthenticated Unix socket that

@@ -18,7 +18,7 @@ import (
 // dashboardPage is the data of one rendering. A nil block is not rendered,
 // and its data was never computed: an anonymous visitor granted only
 // guest:dashboard costs the node no Info. Nothing outside the blocks names
-// the app or the node (SPEC §9): not the title, not a heading.
+// the app or the node (docs/protocol.md §9): not the title, not a heading.
 type dashboardPage struct {
 	Identity  *wire.GuestInfo
 	Processes *[]Process

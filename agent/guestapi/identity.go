@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// InstanceURIPrefix starts the node cert's one URI SAN (SPEC §7).
+// InstanceURIPrefix starts the node cert's one URI SAN (docs/protocol.md §7).
 const InstanceURIPrefix = "rayvast:instance/"
 
 // identity is the node's cert and key: TLS on the TCP surface and the signer

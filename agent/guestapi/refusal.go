@@ -47,7 +47,7 @@ func (s *Server) handle(fn func(w http.ResponseWriter, r *http.Request) error) h
 			s.cfg.Log.Debug("guest api refused", attrs...)
 		}
 		if e.Status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", "Bearer") // SPEC §9
+			w.Header().Set("WWW-Authenticate", "Bearer") // docs/protocol.md §9
 		}
 		writeJSON(w, e.Status, e.ClientBody())
 	}

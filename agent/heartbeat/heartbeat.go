@@ -1,4 +1,4 @@
-// Package heartbeat is the node's side of port B (SPEC §7): a heartbeat
+// Package heartbeat is the node's side of port B (docs/protocol.md §7): a heartbeat
 // every interval with ±10% jitter over mutual TLS, and one-off reports.
 // An unreachable head is logged and retried, never a reason to stop.
 package heartbeat

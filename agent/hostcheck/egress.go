@@ -21,7 +21,7 @@ type question struct {
 	class uint16
 }
 
-// questionsOf are the queries asked of a resolver of kind k (SPEC §5).
+// questionsOf are the queries asked of a resolver of kind k (docs/protocol.md §5).
 func questionsOf(k Kind) []question {
 	switch k {
 	case OpenDNS:

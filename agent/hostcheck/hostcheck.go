@@ -1,4 +1,4 @@
-// Package hostcheck runs the agent's host checks before enrollment (SPEC §5):
+// Package hostcheck runs the agent's host checks before enrollment (docs/protocol.md §5):
 // capabilities, network namespace, /dev/shm, egress IP, the GPU count and
 // models, and (ProbeRay) the found Python's Ray and Python versions.
 // Each check is one small file; every host path is built from Config.Root so

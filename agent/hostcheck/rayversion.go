@@ -23,7 +23,7 @@ type RayProbe struct {
 	Timeout time.Duration
 }
 
-// RayVersions is what the found Python reports (SPEC §5); "" = unknown.
+// RayVersions is what the found Python reports (docs/protocol.md §5); "" = unknown.
 type RayVersions = rayprobe.Versions
 
 const maxProbeOutput = 64 << 10

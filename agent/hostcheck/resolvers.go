@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Kind is how a resolver is asked "who am I" (SPEC §5).
+// Kind is how a resolver is asked "who am I" (docs/protocol.md §5).
 type Kind string
 
 // The resolver kinds of RAYVAST_EGRESS_RESOLVERS.

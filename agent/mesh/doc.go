@@ -1,7 +1,7 @@
 // Package mesh carries the collective traffic of a node's Ray processes
 // (torch.distributed's TCPStore, gloo and NCCL sockets, Ray's collective
 // library, Ray Train's setup) to the other nodes of the cluster, encrypted
-// and for the cluster alone (SPEC §9 "Collective traffic", issue 30).
+// and for the cluster alone (docs/protocol.md §9 "Collective traffic", issue 30).
 //
 // Why: that traffic listens on ports the kernel picks, none of them one of
 // the 64 that vast forwards, and it is unauthenticated by design (pytorch's

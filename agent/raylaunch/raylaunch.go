@@ -1,5 +1,5 @@
 // Package raylaunch builds Ray's command line and environment exactly as
-// SPEC §9 says. It is a pure function of its inputs, so every rule about
+// docs/protocol.md §9 says. It is a pure function of its inputs, so every rule about
 // what reaches Ray (and what never does) is table-tested.
 package raylaunch
 
@@ -39,7 +39,7 @@ type Params struct {
 }
 
 // MeshEnv names the agent's mesh address for the shim's native layer.
-// Not RAYVAST_*: Ray's environment carries none of those (SPEC §9).
+// Not RAYVAST_*: Ray's environment carries none of those (docs/protocol.md §9).
 const MeshEnv = "NAT_SHIM_MESH"
 
 // Command returns Ray's argv (argv[0] is the Python) and environment.

@@ -30,7 +30,7 @@ func params() Params {
 	}
 }
 
-// TestArgv pins the exact SPEC §9 command line.
+// TestArgv pins the exact docs/protocol.md §9 command line.
 func TestArgv(t *testing.T) {
 	got, _ := Command(params())
 	want := []string{"/opt/conda/bin/python3", "-m", "ray.scripts.scripts", "start", "--block",

@@ -1,5 +1,5 @@
 // Package selfend is a node ending its own rental when its head is gone
-// (SPEC §9): Watch decides when, from each heartbeat's outcome, and an
+// (docs/protocol.md §9): Watch decides when, from each heartbeat's outcome, and an
 // Ender does it. On vast the Ender destroys this instance with its own
 // key, CONTAINER_API_KEY; elsewhere (the docker provider) the agent ends
 // Ray and exits, and the container, whose only process the agent is,

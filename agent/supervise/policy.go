@@ -2,7 +2,7 @@ package supervise
 
 import "time"
 
-// Defaults of the restart policy (SPEC §9: Ray exiting on its own is
+// Defaults of the restart policy (docs/protocol.md §9: Ray exiting on its own is
 // restarted with backoff; too many restarts in a window end the node).
 // Five crashes in ten minutes is no passing fault: the rental is better
 // given back than kept paying for a node that cannot hold Ray.

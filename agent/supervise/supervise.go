@@ -1,4 +1,4 @@
-// Package supervise is the agent's PID 1 duty (SPEC §9): run one child (Ray)
+// Package supervise is the agent's PID 1 duty (docs/protocol.md §9): run one child (Ray)
 // at a time in its own process group (Restart starts the next one after the
 // last is gone), reap every zombie without stealing the child's
 // exit status, forward SIGTERM/SIGINT/SIGHUP to the group, SIGKILL the group

@@ -1,4 +1,4 @@
-// Package admin serves the head's admin API (SPEC §8) on the Unix socket
+// Package admin serves the head's admin API (docs/protocol.md §8) on the Unix socket
 // STATE/admin.sock (0600): candidates, nodes, the blocklist, the provider's
 // status and /metrics.
 // Whoever can open the socket is the cluster owner or their provider.
@@ -25,7 +25,7 @@ type Rentals interface {
 	End(candidateID, reason string) (wire.Candidate, error)
 }
 
-// Env is the non-secret part of every candidate's rental env (SPEC §2).
+// Env is the non-secret part of every candidate's rental env (docs/protocol.md §2).
 type Env struct {
 	Head            string // head IP literal
 	PortA, PortB    int

@@ -79,7 +79,7 @@ func TestSocketMode(t *testing.T) {
 }
 
 // TestCreate proves the 201 answer carries the token and exactly the
-// RAYVAST_* env of SPEC §2, and the provider gets the same env.
+// RAYVAST_* env of docs/protocol.md §2, and the provider gets the same env.
 func TestCreate(t *testing.T) {
 	a := newAdmin(t)
 	st, body := a.do(t, "POST", "/v1/candidates", `{"node_type":"gpu1","instance_id":"i1","public_ip":"127.0.0.5","host_id":"h1"}`)

@@ -18,7 +18,7 @@ import (
 func (s *Server) Candidates() []wire.Candidate { return s.cfg.Registry.Candidates() }
 
 // Create makes a candidate (POST /v1/candidates) and hands it to the
-// provider driver to rent with env, the SPEC §2 rental env, join token
+// provider driver to rent with env, the docs/protocol.md §2 rental env, join token
 // included.
 func (s *Server) Create(req wire.CandidateRequest) (c wire.Candidate, env map[string]string, err error) {
 	if _, ok := s.cfg.NodeTypes[req.NodeType]; !ok {

@@ -1,4 +1,4 @@
-// Package adminclient speaks the head's admin API (SPEC §8) for the head's
+// Package adminclient speaks the head's admin API (docs/protocol.md §8) for the head's
 // own commands (status, down, demo) over the Unix socket STATE/admin.sock.
 // The head's reconcile loop calls the admin API's Go methods instead.
 package adminclient

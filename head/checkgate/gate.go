@@ -1,4 +1,4 @@
-// Package checkgate admits the head's port checks (SPEC §6 step 7) a few at
+// Package checkgate admits the head's port checks (docs/protocol.md §6 step 7) a few at
 // a time, as many as the head can run without making its other work wait.
 //
 // A fixed bound cannot be right both ways. On the real Internet a check is

@@ -1,4 +1,4 @@
-// Package config reads and validates the head's config file (SPEC §8). A
+// Package config reads and validates the head's config file (docs/protocol.md §8). A
 // config that would make the head misbehave later is refused at start, with a
 // reason a person can act on.
 package config

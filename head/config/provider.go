@@ -10,7 +10,7 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// ProviderKinds are the kinds of provider.kind (SPEC §8) and of the head's
+// ProviderKinds are the kinds of provider.kind (docs/protocol.md §8) and of the head's
 // --provider: none (an external provider drives the admin API), or one
 // of the built-in providers.
 var ProviderKinds = []string{"none", "docker", "vast"}

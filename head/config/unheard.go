@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultUnheardLimit is how long a node may go without a heartbeat
-// answered before it ends its own rental (SPEC §9), when the config names
+// answered before it ends its own rental (docs/protocol.md §9), when the config names
 // none. Half an hour outlasts what a head's restart takes (a crash and a
 // restart by hand, the head machine rebooting, a network blip) by far,
 // so a head back within it keeps every node, and it bounds what a

@@ -11,7 +11,7 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// adminClient speaks the head's admin API on STATE/admin.sock (SPEC §8).
+// adminClient speaks the head's admin API on STATE/admin.sock (docs/protocol.md §8).
 type adminClient struct {
 	c *adminclient.Client
 }

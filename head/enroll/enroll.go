@@ -1,4 +1,4 @@
-// Package enroll serves port A (SPEC §4, §6): the agent binary, the CA
+// Package enroll serves port A (docs/protocol.md §4, §6): the agent binary, the CA
 // certificate, and POST /enroll with its decision order, step by step.
 package enroll
 
@@ -26,7 +26,7 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// CheckTimeout bounds the whole port check (SPEC §6 step 7: within 10 s).
+// CheckTimeout bounds the whole port check (docs/protocol.md §6 step 7: within 10 s).
 const CheckTimeout = 10 * time.Second
 
 // PortChecker dials every port and checks the HMAC answers (step 7). It
@@ -264,7 +264,7 @@ func (s *Server) judge(ctx context.Context, req *wire.EnrollRequest, c wire.Cand
 
 // postpone answers 503 to an enrollment whose port check found no turn in
 // time. The candidate keeps its consumed token and stays resumable, so the
-// agent's retry (same token and port_key, SPEC §6 step 2) starts again at
+// agent's retry (same token and port_key, docs/protocol.md §6 step 2) starts again at
 // step 4; nothing is destroyed or blocklisted.
 func (s *Server) postpone(w http.ResponseWriter, cl *registry.Claim) error {
 	s.cfg.Registry.Postpone(cl)

@@ -148,7 +148,7 @@ func (h *testHead) state(id string) string {
 	return c.State
 }
 
-// TestEnrollSuccess follows SPEC §6 to the 200 bundle and checks it.
+// TestEnrollSuccess follows docs/protocol.md §6 to the 200 bundle and checks it.
 func TestEnrollSuccess(t *testing.T) {
 	h := newHead(t)
 	c, tok, a := h.candidate(t, "inst-ok", "127.0.0.5", "gpu1", fakeagent.Answer)
@@ -416,7 +416,7 @@ func TestRejections(t *testing.T) {
 }
 
 // TestConcurrentSameToken: of N concurrent enrolls with one token exactly
-// one gets past the token (SPEC §6 step 3); the rest get the refusal bytes.
+// one gets past the token (docs/protocol.md §6 step 3); the rest get the refusal bytes.
 // The winner's port check is held until the others are answered: once it
 // completes, the same request is the agent's own retry and rightly gets a
 // reissued bundle (step 2, retries), which a free-running race would let

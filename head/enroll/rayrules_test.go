@@ -71,7 +71,7 @@ func TestRayVersionProblem(t *testing.T) {
 }
 
 // TestDecisionOrderRayRules: a request failing two steps is judged by the
-// earlier one, as SPEC §6 orders them (5, 6, 6a, 7, 7a, 8).
+// earlier one, as docs/protocol.md §6 orders them (5, 6, 6a, 7, 7a, 8).
 func TestDecisionOrderRayRules(t *testing.T) {
 	h := newHead(t)
 	wrongModel := func(r *wire.EnrollRequest) { r.GPUModels = []string{"NVIDIA H100", "NVIDIA H100"} }

@@ -48,7 +48,7 @@ func TestRateLimitOnlyRefusals(t *testing.T) {
 	}
 }
 
-// TestOversizeIs413: SPEC §4 says any body over 64 KiB is 413, whatever it
+// TestOversizeIs413: docs/protocol.md §4 says any body over 64 KiB is 413, whatever it
 // holds; a large body of garbage must not be answered 400.
 func TestOversizeIs413(t *testing.T) {
 	h := newHead(t)
@@ -113,7 +113,7 @@ func TestUncleanPaths404(t *testing.T) {
 }
 
 // TestDecisionOrder: when several checks fail at once the first failing
-// step of SPEC §6 names the reason (4 security, 5 gpus, 6 egress, 7 ports).
+// step of docs/protocol.md §6 names the reason (4 security, 5 gpus, 6 egress, 7 ports).
 func TestDecisionOrder(t *testing.T) {
 	h := newHead(t)
 	bad := wire.Check{OK: false, Detail: "no"}

@@ -11,7 +11,7 @@ import (
 )
 
 // reissue answers the same agent's retry of an enrollment that completed
-// but whose answer it never got (SPEC §6 step 2 Retries): a fresh node key
+// but whose answer it never got (docs/protocol.md §6 step 2 Retries): a fresh node key
 // and certificate, whose serial replaces the old one.
 func (s *Server) reissue(w http.ResponseWriter, req *wire.EnrollRequest, cl *registry.Claim, log *slog.Logger) error {
 	resp, serial, err := s.bundle(req, cl.Candidate)

@@ -1,7 +1,7 @@
 // Package guestclient is the head's HTTPS client for nodes' guest APIs (the
 // health poll, `head logs`, `head node`): it trusts the cluster CA only and
 // names the node by its public IP, which every node cert carries as an IP
-// SAN (SPEC §7), so a host that answers on a node's port with another
+// SAN (docs/protocol.md §7), so a host that answers on a node's port with another
 // certificate is refused.
 package guestclient
 

@@ -144,7 +144,7 @@ func wants(cfg Config) string {
 	return "the config wants ray " + r + ", python " + p
 }
 
-// shimRow: the native layer of the shim the head sends (SPEC §9) does
+// shimRow: the native layer of the shim the head sends (docs/protocol.md §9) does
 // Ray's C/C++ binds and connects behind vast's NAT; where it cannot load,
 // those depend on hairpin NAT.
 func shimRow(f facts, cfg Config) Check {

@@ -1,5 +1,5 @@
 // Package metrics counts what the head decides and writes it in the
-// Prometheus text format (SPEC §8 GET /metrics). Counters only; gauges of
+// Prometheus text format (docs/protocol.md §8 GET /metrics). Counters only; gauges of
 // candidates and nodes by state are computed from the registry at scrape time.
 package metrics
 

@@ -1,4 +1,4 @@
-// Package nodeapi serves port B (SPEC §7): mutual TLS with node
+// Package nodeapi serves port B (docs/protocol.md §7): mutual TLS with node
 // certificates from the cluster CA, every per-request check, POST /heartbeat
 // and POST /report; and the loops that mark silent nodes lost and poll the
 // nodes' guest API health.
@@ -79,7 +79,7 @@ func (s *Server) forbidden(reason string, cause error) error {
 }
 
 // unknownNode is port B's 403 for an instance the head has not enrolled or
-// has ended: SPEC §7's body, and a header that says so, on which the node
+// has ended: docs/protocol.md §7's body, and a header that says so, on which the node
 // ends its own rental.
 func (s *Server) unknownNode(cause error) error {
 	s.cfg.Metrics.Refusal("port_b", "not_enrolled_or_ended")
@@ -87,7 +87,7 @@ func (s *Server) unknownNode(cause error) error {
 		Header: map[string]string{wire.NodeStatusHeader: wire.NodeUnknown}}
 }
 
-// authorize runs the certificate checks of SPEC §7 that need no body and
+// authorize runs the certificate checks of docs/protocol.md §7 that need no body and
 // returns the instance the certificate names.
 func (s *Server) authorize(r *http.Request) (string, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
@@ -131,7 +131,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if hb.InstanceID != id {
 		return s.forbidden("body_names_other_instance", nil)
 	}
-	// Only SPEC §7's words: a node's free text would reach admin lists and
+	// Only docs/protocol.md §7's words: a node's free text would reach admin lists and
 	// `head status` on the operator's terminal.
 	switch hb.Ray.State {
 	case wire.RayStarting, wire.RayRunning, wire.RayExited:
@@ -186,7 +186,7 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// endCrashloop ends a node whose agent gave up on Ray (SPEC §7): at once,
+// endCrashloop ends a node whose agent gave up on Ray (docs/protocol.md §7): at once,
 // not 3 silent intervals later, since the rental is paid by the hour.
 func (s *Server) endCrashloop(instanceID string) {
 	n, ok := s.cfg.Registry.Node(instanceID)

@@ -99,7 +99,7 @@ func hb(inst string) wire.Heartbeat {
 	return wire.Heartbeat{Version: 2, InstanceID: inst, Seq: 1, Ray: wire.RayStatus{State: wire.RayRunning, PID: 9}, HealthToken: "tok.en.sig"}
 }
 
-// TestHeartbeatMatrix proves every per-request check of SPEC §7: only the
+// TestHeartbeatMatrix proves every per-request check of docs/protocol.md §7: only the
 // right certificate, from the right address, about itself, of a live node,
 // with the recorded serial, gets a 200.
 func TestHeartbeatMatrix(t *testing.T) {
@@ -151,7 +151,7 @@ func TestHeartbeatMatrix(t *testing.T) {
 				if st != want {
 					t.Errorf("%s: %d %s, want %d", path, st, got, want)
 				}
-				// Every refusal says SPEC §7's forbidden; the head's word
+				// Every refusal says docs/protocol.md §7's forbidden; the head's word
 				// that it does not know the node (the node ends its rental
 				// on it) is a header, only for an instance it has not
 				// enrolled or has ended.

@@ -3,7 +3,7 @@ package nodeapi
 import "time"
 
 // StallWatch tells, from the lost sweep's own ticks, when the head could not
-// have heard heartbeats (SPEC §7): the gap since the last tick, measured on
+// have heard heartbeats (docs/protocol.md §7): the gap since the last tick, measured on
 // the monotonic clock, is far longer than the tick period (the process was
 // stopped, the machine suspended, a pause), or the wall clock moved apart
 // from the monotonic one (a clock jump, which would make every node look

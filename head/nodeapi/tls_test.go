@@ -49,7 +49,7 @@ func TestTLSFloor(t *testing.T) {
 	}
 }
 
-// TestHeartbeatRayState: ray.state is one of SPEC §7's three words; anything
+// TestHeartbeatRayState: ray.state is one of docs/protocol.md §7's three words; anything
 // else (a node's text would reach `head status` on the operator's terminal)
 // is 400 and not recorded.
 func TestHeartbeatRayState(t *testing.T) {

@@ -28,7 +28,7 @@ restart the head: candidates created from then on get RAYVAST_PUBLIC_LOGS=1.
 Nodes already running keep the switch they were started with (it is measured at launch)`)
 
 // Reader fetches nodes' logs and Info over their guest APIs with tokens
-// minted by the app's internal issuer (SPEC §9), each holding one scope.
+// minted by the app's internal issuer (docs/protocol.md §9), each holding one scope.
 type Reader struct {
 	Client     guestclient.Client
 	AppID      string

@@ -23,7 +23,7 @@ type RentRequest struct {
 	CandidateID string
 	NodeType    string
 	GPUs        int
-	Env         map[string]string // the RAYVAST_* vars of SPEC §2
+	Env         map[string]string // the RAYVAST_* vars of docs/protocol.md §2
 	Command     string            // bootloader.sh's text
 	// Unsafe keeps NET_RAW in the container: only `head demo` sets it, to show
 	// a refusal. Providers that cannot honour it ignore it.

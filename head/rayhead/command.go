@@ -20,7 +20,7 @@ const InstanceID = "head"
 // NodeTypeName is the head's RAY_NODE_TYPE_NAME and the plugin's head node type.
 const NodeTypeName = "head"
 
-// Command is the Ray head's argv (SPEC §8 head up): python -m
+// Command is the Ray head's argv (docs/protocol.md §8 head up): python -m
 // ray.scripts.scripts, the way the agent starts the nodes' Ray, with a
 // temp dir of its own (TempDir) when tempDir is set.
 func Command(python, address, tempDir string) []string {

@@ -1,6 +1,6 @@
 // Package rayversion owns the head's Ray and Python version rules, read
 // twice: by the config (ray.version may not be under the floor) and by
-// enrollment (SPEC §6 step 6a judges what a node reports).
+// enrollment (docs/protocol.md §6 step 6a judges what a node reports).
 package rayversion
 
 import (
@@ -68,7 +68,7 @@ func PythonMatches(got, want string) bool {
 	return true
 }
 
-// Problem is SPEC §6 step 6a, the rule enrollment applies to what a node
+// Problem is docs/protocol.md §6 step 6a, the rule enrollment applies to what a node
 // reports (and `head image-check` to what an image reports): "" when the
 // node's Ray and Python fit the cluster, else why not (for the log and the
 // operator). rayWant and pyWant are the config's ray.version and

@@ -48,7 +48,7 @@ func newAdmin(t *testing.T) (*registry.Registry, *recRentals, *admin.Server) {
 
 // TestAdminPath: the loop creates candidates through the real admin API's
 // methods, the code its handlers run (so the head's provider driver is asked to rent them, with the
-// SPEC §2 env) and ends them with the reason recorded.
+// docs/protocol.md §2 env) and ends them with the reason recorded.
 func TestAdminPath(t *testing.T) {
 	reg, rr, adm := newAdmin(t)
 	a := InProcess(adm)

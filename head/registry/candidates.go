@@ -86,7 +86,7 @@ func (r *Registry) liveByInstance(id string) *candidate {
 	return r.candidates[r.byInstance[id]]
 }
 
-// Patch sets fields of a candidate that are not yet set (SPEC §8 PATCH).
+// Patch sets fields of a candidate that are not yet set (docs/protocol.md §8 PATCH).
 func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, error) {
 	if p.InstanceID != "" && !wire.ValidInstanceID(p.InstanceID) {
 		return wire.Candidate{}, fmt.Errorf("%w: instance_id must be 1-64 of [A-Za-z0-9._-]", ErrInvalid)

@@ -19,7 +19,7 @@ type Claim struct {
 	Reissue bool
 }
 
-// Claim runs decision steps 2 and 3 of SPEC §6: the candidate must be known,
+// Claim runs decision steps 2 and 3 of docs/protocol.md §6: the candidate must be known,
 // live and running, the request must come from its public IP and carry its
 // token, and it must not be enrolled or enrolling. On success the token is
 // consumed (on disk, with the hash of the port_key that consumed it) before

@@ -1,5 +1,5 @@
 // Package registry is the head's durable state: candidates, nodes and the
-// certificate serials issued to them (SPEC §6–§8). Every change that matters
+// certificate serials issued to them (docs/protocol.md §6–§8). Every change that matters
 // after a restart is committed to a bbolt store (store.go) before the call
 // returns; the disk write runs outside the mutex that reads and heartbeats
 // take, and a failed write changes nothing in memory. Join tokens and port
@@ -49,7 +49,7 @@ const (
 )
 
 // RetryWindow is how long after consuming a token the same agent (same
-// token, same port_key, same source IP) may retry a lost answer (SPEC §6
+// token, same port_key, same source IP) may retry a lost answer (docs/protocol.md §6
 // step 2 Retries).
 const RetryWindow = 10 * time.Minute
 

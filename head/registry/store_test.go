@@ -102,7 +102,7 @@ func TestFailedClaimKeepsToken(t *testing.T) {
 	}
 }
 
-// TestRetry drives SPEC §6 step 2 Retries: the same agent gets a Reissue;
+// TestRetry drives docs/protocol.md §6 step 2 Retries: the same agent gets a Reissue;
 // another port_key, another IP, a retry while one runs, or one after the
 // window are refused.
 func TestRetry(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package rentals drives the built-in provider (SPEC §8): it rents an
+// Package rentals drives the built-in provider (docs/protocol.md §8): it rents an
 // instance for each new candidate, follows it until it has a public IP, and
 // ends instances the head destroys. With no provider ("none") a candidate
 // the head must destroy is only marked destroy_requested, for the external

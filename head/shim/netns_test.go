@@ -25,7 +25,7 @@ ip link add v0 type veth peer name v1 &&
 ip addr add 10.200.0.2/24 dev v0 && ip link set v0 up && ip link set v1 up &&
 exec "$@"`
 
-// rayStartArgv is the agent's command (SPEC §9) with fixed ports: the
+// rayStartArgv is the agent's command (docs/protocol.md §9) with fixed ports: the
 // namespace is the test's own, so they cannot clash.
 var rayStartArgv = []string{"python3", "-m", "ray.scripts.scripts", "start", "--block",
 	"--address=10.200.0.1:6379", "--node-ip-address=203.0.113.7",

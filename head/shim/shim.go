@@ -1,4 +1,4 @@
-// Package shim is the shim the head hands every node by default (SPEC §9):
+// Package shim is the shim the head hands every node by default (docs/protocol.md §9):
 // sitecustomize.py, the Python layer, carrying inside itself the native
 // LD_PRELOAD libraries that build.sh compiled from native/natshim.c. One
 // file on the wire; the node's Python writes the library out itself.

@@ -1,4 +1,4 @@
-"""rayvast shim (SPEC section 9): Ray behind a NAT whose public IP is on no
+"""rayvast shim (docs/protocol.md §9): Ray behind a NAT whose public IP is on no
 interface of this container (vast.ai).
 
 Ray binds and connects to --node-ip-address, the public IP. Here that IP is

@@ -20,7 +20,7 @@ var ErrLocked = errors.New("state dir in use")
 // DirLock is a held lock on a state dir.
 type DirLock struct{ f *os.File }
 
-// Lock takes the state dir for one head (SPEC §8: one head per state dir).
+// Lock takes the state dir for one head (docs/protocol.md §8: one head per state dir).
 // It fails at once, naming the holder's PID, when another process holds it.
 func Lock(dir string) (*DirLock, error) {
 	p := filepath.Join(dir, LockFile)

@@ -1,4 +1,4 @@
-// Package statedir makes and reads the head's state dir (SPEC §8 `head
+// Package statedir makes and reads the head's state dir (docs/protocol.md §8 `head
 // init`): the CA, the head's serving certificate, the cluster token, the app
 // id and the app root key. The dir is 0700 and every key file 0600; the CA
 // key is read from here and never written anywhere else.

@@ -1,6 +1,6 @@
 package guestauth
 
-// Switches are the app's measured switches (SPEC §9): fixed at launch, part
+// Switches are the app's measured switches (docs/protocol.md §9): fixed at launch, part
 // of what the app id stands for, and AND-ed with every scope.
 type Switches struct {
 	PublicLogs    bool

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Key derivation domains. IssuerInfo is final (SPEC §9): it is a contract
+// Key derivation domains. IssuerInfo is final (docs/protocol.md §9): it is a contract
 // between every agent that derives the internal issuer key, so it is never
 // versioned again. AppKeyInfo names the key GetAttestationForAppKey attests.
 const (
@@ -16,7 +16,7 @@ const (
 	AppKeyInfo = "rayvast:guest-api:app-key:v1"
 )
 
-// AppRootKeyLen is the length of the app root key (SPEC §6, §9).
+// AppRootKeyLen is the length of the app root key (docs/protocol.md §6, §9).
 const AppRootKeyLen = 32
 
 // HealthTokenPeriod is how often the internal health token changes: its iat

@@ -1,4 +1,4 @@
-// Package guestauth owns every access decision of the guest API (SPEC §9,
+// Package guestauth owns every access decision of the guest API (docs/protocol.md §9,
 // seed 002): the scope names, the route→scope table with its path
 // canonicaliser, the compact-JWS tokens (internal and external issuers), and
 // the key derivations from the app root key. The server in agent/guestapi

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Header is the only JWS header a token may carry (SPEC §9). It is compared
+// Header is the only JWS header a token may carry (docs/protocol.md §9). It is compared
 // as a constant, never parsed: alg none, HMAC, jku/x5u/jwk and every other
 // header field cannot be expressed at all.
 const Header = `{"alg":"EdDSA","typ":"JWT"}`

@@ -1,4 +1,4 @@
-// Package pki is the cluster's certificate authority (SPEC §7): an ECDSA
+// Package pki is the cluster's certificate authority (docs/protocol.md §7): an ECDSA
 // P-256 CA made once by `head init`, the head's serving certificate, and one
 // node certificate per enrolled instance, bound to its instance ID by a URI
 // SAN and to its public IP by an IP SAN.
@@ -159,7 +159,7 @@ type NodeRequest struct {
 	Lifetime   time.Duration // 0 = NodeLifetime
 }
 
-// IssueNode signs a node certificate exactly as SPEC §7: IP SANs {public IP,
+// IssueNode signs a node certificate exactly as docs/protocol.md §7: IP SANs {public IP,
 // 127.0.0.1}, DNS SAN localhost, one URI SAN rayvast:instance/<id>, EKU
 // server and client (Ray uses one certificate for both), random 128-bit serial.
 func (ca *CA) IssueNode(rnd io.Reader, r NodeRequest) (Issued, error) {

@@ -26,7 +26,7 @@ func newCA(t *testing.T) *CA {
 }
 
 // TestNodeCertShape proves a node certificate carries exactly the SANs, EKUs
-// and serial size SPEC §7 names, and verifies against the CA for both uses.
+// and serial size docs/protocol.md §7 names, and verifies against the CA for both uses.
 func TestNodeCertShape(t *testing.T) {
 	ca := newCA(t)
 	is, err := ca.IssueNode(nil, NodeRequest{InstanceID: "i-42", PublicIP: netip.MustParseAddr("203.0.113.7"), Now: t0})

@@ -19,7 +19,7 @@ import (
 )
 
 // Defaults for the zero values of CheckConfig. 9 s total keeps the whole
-// check inside SPEC §6's 10 s.
+// check inside docs/protocol.md §6's 10 s.
 const (
 	DefaultConcurrency  = 16
 	DefaultDialTimeout  = 2 * time.Second

@@ -1,4 +1,4 @@
-// Package portcheck is the port check of SPEC §6 step 7: the head proves that
+// Package portcheck is the port check of docs/protocol.md §6 step 7: the head proves that
 // each of a candidate's 64 ports reaches the candidate's own agent.
 //
 // The head connects to every port and sends "RAYVAST-PORTCHECK <nonce>\n";

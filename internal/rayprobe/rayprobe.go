@@ -1,6 +1,6 @@
 // Package rayprobe is the one Python snippet that asks an image's Python
 // for its Ray and Python versions, and the reader of its answer. The agent
-// runs it before enrolling (SPEC §5); `head image-check` runs the same
+// runs it before enrolling (docs/protocol.md §5); `head image-check` runs the same
 // snippet inside a local container of the image, so both see one answer.
 package rayprobe
 

@@ -1,5 +1,5 @@
 // Package whoami is a small "who am I" DNS responder: it answers the three
-// question kinds the agent's egress check asks (SPEC §5) with the querier's
+// question kinds the agent's egress check asks (docs/protocol.md §5) with the querier's
 // source IP, over UDP and TCP on one port. Tests and the Docker provider run
 // it so a candidate's egress check talks to a real DNS server without the
 // internet.

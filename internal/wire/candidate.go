@@ -2,7 +2,7 @@ package wire
 
 import "time"
 
-// Candidate and node states (SPEC §8).
+// Candidate and node states (docs/protocol.md §8).
 const (
 	StatePending          = "pending"           // created, no instance yet
 	StateRented           = "rented"            // instance id known, no public IP yet
@@ -31,7 +31,7 @@ type CandidatePatch struct {
 }
 
 // CandidateCreated answers POST /v1/candidates with 201. Env holds the
-// RAYVAST_* vars of SPEC §2 for the rental request, join token included.
+// RAYVAST_* vars of docs/protocol.md §2 for the rental request, join token included.
 type CandidateCreated struct {
 	CandidateID string            `json:"candidate_id"`
 	JoinToken   string            `json:"join_token"` // secret (one-use)
@@ -54,7 +54,7 @@ type Candidate struct {
 	DPHTotal float64    `json:"dph_total,omitempty"`
 	RentedAt *time.Time `json:"rented_at,omitempty"`
 	// Reported is what the candidate's agent reported when it was rejected
-	// after proving its token (SPEC §6 steps 4–8): its host checks, GPUs and
+	// after proving its token (docs/protocol.md §6 steps 4–8): its host checks, GPUs and
 	// versions, for `head node`. Check details are cut to ReportDetailMax
 	// bytes; it came from the host, so it is shown made inert.
 	Reported *CheckReport `json:"reported,omitempty"`

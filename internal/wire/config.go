@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Config is the head's config file (SPEC §8).
+// Config is the head's config file (docs/protocol.md §8).
 type Config struct {
 	Cluster   string              `json:"cluster"`
 	Ray       RayHead             `json:"ray"`
@@ -23,7 +23,7 @@ type Config struct {
 	// head up starts the Ray head with STATE/autoscaler.yaml and the plugin,
 	// and the head's reconcile no longer scales node types itself.
 	Autoscaler *AutoscalerConfig `json:"autoscaler,omitempty"`
-	// Optional knobs beyond the SPEC's names; zero means the default.
+	// Optional knobs beyond docs/protocol.md's names; zero means the default.
 	HeartbeatIntervalS     int `json:"heartbeat_interval_s,omitempty"`     // default 30
 	HealthFailureThreshold int `json:"health_failure_threshold,omitempty"` // default 3
 	// UnheardLimitS is how long a node may go without a heartbeat answered
@@ -42,7 +42,7 @@ type AutoscalerConfig struct {
 type RayHead struct {
 	HeadAddress string `json:"head_address"`
 	// Version and PythonVersion, where set, are what every node must run
-	// (SPEC §6 step 6a); PythonVersion compares as many parts as it gives.
+	// (docs/protocol.md §6 step 6a); PythonVersion compares as many parts as it gives.
 	Version       string `json:"version,omitempty"`
 	PythonVersion string `json:"python_version,omitempty"`
 	// HeadResources are what the Ray head offers the cluster's work
@@ -55,7 +55,7 @@ type RayHead struct {
 // NodeType is one kind of worker and how many of it may join.
 type NodeType struct {
 	GPUs       int                `json:"gpus"`
-	GPUModel   string             `json:"gpu_model,omitempty"` // SPEC §6 step 5
+	GPUModel   string             `json:"gpu_model,omitempty"` // docs/protocol.md §6 step 5
 	CPUs       int                `json:"cpus,omitempty"`      // Ray's --num-cpus cap
 	MinWorkers int                `json:"min_workers,omitempty"`
 	MaxWorkers int                `json:"max_workers"`
@@ -140,7 +140,7 @@ type ProviderStatus struct {
 }
 
 // NormGPUModel is how a node type's gpu_model and the GPU models a node
-// reports are compared (SPEC §6 step 5): lower case, without spaces, tabs,
+// reports are compared (docs/protocol.md §6 step 5): lower case, without spaces, tabs,
 // '-' and '_', then without a leading "nvidia". The config refuses a
 // gpu_model that normalises to nothing; enrollment matches by containment.
 func NormGPUModel(s string) string {

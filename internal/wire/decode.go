@@ -7,7 +7,7 @@ import (
 	"io"
 )
 
-// MaxBody is the largest request body any rayvast endpoint reads (SPEC §4).
+// MaxBody is the largest request body any rayvast endpoint reads (docs/protocol.md §4).
 const MaxBody = 64 << 10
 
 // ErrTooLarge is returned by Decode when the body exceeds its limit.

@@ -1,5 +1,5 @@
 // Package wire holds every JSON shape that crosses a process boundary in
-// rayvast, once: the enrollment request and bundle (SPEC §6), heartbeats and
+// rayvast, once: the enrollment request and bundle (docs/protocol.md §6), heartbeats and
 // reports on port B (§7), the head's config file and admin API (§8), and the
 // guest API's app and sys-config files (§9). Head, agent and tools import it;
 // it imports nothing of theirs.
@@ -11,7 +11,7 @@
 //	   bundle gains candidate_id, node_type, ray.node_name, ray.num_cpus;
 //	   rejection reasons gpu_model, ray_version, shared_ip; report events
 //	   ray_restarted and ray_crashloop; an enrollment retry with the same
-//	   token and port_key is answered (SPEC §6 step 2). Config gains
+//	   token and port_key is answered (docs/protocol.md §6 step 2). Config gains
 //	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
 //	   provider, max_dph_total and public_logs. Admin API candidates
 //	   gain dph_total and rented_at (and the patch dph_total): what a
@@ -65,7 +65,7 @@ package wire
 // Version is the single protocol version spoken by head and agent.
 const Version = 2
 
-// Environment variable names of the rental request (SPEC §2).
+// Environment variable names of the rental request (docs/protocol.md §2).
 const (
 	EnvHead            = "RAYVAST_HEAD"
 	EnvPortA           = "RAYVAST_PORT_A"
@@ -83,14 +83,14 @@ const (
 	EnvPython          = "RAYVAST_PYTHON"
 	EnvState           = "RAYVAST_STATE"
 
-	// Optional knobs of the agent's Ray restart policy (SPEC §9); the
+	// Optional knobs of the agent's Ray restart policy (docs/protocol.md §9); the
 	// agent's defaults apply when unset.
 	EnvRayMaxRestarts   = "RAYVAST_RAY_MAX_RESTARTS"   // restarts allowed in the window
 	EnvRayRestartWindow = "RAYVAST_RAY_RESTART_WINDOW" // Go duration, e.g. 10m
 	EnvRayRestartDelay  = "RAYVAST_RAY_RESTART_DELAY"  // first backoff, doubling
 
 	// EnvVastURL is where the agent reaches vast's API to end its own
-	// instance (SPEC §9); unset: https://console.vast.ai. tools/fakevast
+	// instance (docs/protocol.md §9); unset: https://console.vast.ai. tools/fakevast
 	// sets it; vast does not.
 	EnvVastURL = "RAYVAST_VAST_URL"
 

@@ -6,7 +6,7 @@ import (
 	"regexp"
 )
 
-// Check is one host check result (SPEC §5).
+// Check is one host check result (docs/protocol.md §5).
 type Check struct {
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
@@ -38,7 +38,7 @@ type CheckReport struct {
 	PythonVersion string `json:"python_version"`
 }
 
-// EnrollRequest is the body of POST /enroll (SPEC §6).
+// EnrollRequest is the body of POST /enroll (docs/protocol.md §6).
 type EnrollRequest struct {
 	Version    int    `json:"version"`
 	InstanceID string `json:"instance_id"`
@@ -139,7 +139,7 @@ type ErrorBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// EnrollResponse is the 200 bundle of POST /enroll (SPEC §6).
+// EnrollResponse is the 200 bundle of POST /enroll (docs/protocol.md §6).
 type EnrollResponse struct {
 	Version      int             `json:"version"`
 	NodeCert     string          `json:"node_cert"`
@@ -164,7 +164,7 @@ type Shim struct {
 	ContentB64 string `json:"content_b64"`
 }
 
-// RayParams are the arguments of `ray start` (SPEC §9).
+// RayParams are the arguments of `ray start` (docs/protocol.md §9).
 type RayParams struct {
 	HeadAddress              string             `json:"head_address"`
 	NodeIPAddress            string             `json:"node_ip_address"`
@@ -207,6 +207,6 @@ type HeartbeatParams struct {
 	Port      int `json:"port"`
 	IntervalS int `json:"interval_s"`
 	// UnheardLimitS is how long the node may go without a heartbeat
-	// answered before it ends its own rental (SPEC §9); 0 or absent: never.
+	// answered before it ends its own rental (docs/protocol.md §9); 0 or absent: never.
 	UnheardLimitS int `json:"unheard_limit_s,omitempty"`
 }

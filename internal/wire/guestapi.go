@@ -1,6 +1,6 @@
 package wire
 
-// AppFile is the guest API's measured app file (SPEC §9): fixed at launch.
+// AppFile is the guest API's measured app file (docs/protocol.md §9): fixed at launch.
 type AppFile struct {
 	AppID         string `json:"app_id"`
 	AppRootKey    string `json:"app_root_key"` // secret, base64 of 32 bytes
@@ -18,5 +18,5 @@ type SysConfig struct {
 }
 
 // NewAppFile returns the defaults to decode an app file into: public_tcbinfo
-// is on unless the file says otherwise (SPEC §9), the other switches off.
+// is on unless the file says otherwise (docs/protocol.md §9), the other switches off.
 func NewAppFile() AppFile { return AppFile{PublicTCBInfo: true} }

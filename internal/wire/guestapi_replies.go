@@ -5,7 +5,7 @@ import (
 	"log/slog"
 )
 
-// Replies of the guest API (SPEC §9). pRPC methods answer JSON bodies.
+// Replies of the guest API (docs/protocol.md §9). pRPC methods answer JSON bodies.
 
 // GuestHealthOK is the status of a healthy GuestHealth.
 const GuestHealthOK = "ok"

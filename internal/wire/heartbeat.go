@@ -15,7 +15,7 @@ const (
 	ActionStop = "stop"
 )
 
-// Heartbeat is the body of POST /heartbeat on port B (SPEC §7).
+// Heartbeat is the body of POST /heartbeat on port B (docs/protocol.md §7).
 type Heartbeat struct {
 	Version     int       `json:"version"`
 	InstanceID  string    `json:"instance_id"`

@@ -6,7 +6,7 @@ import "unicode/utf8"
 type NamedCheck struct {
 	Name string
 	// Security: a failure means the container is no sandbox to trust Ray
-	// in, a security refusal (SPEC §6 step 4). Egress is about the network.
+	// in, a security refusal (docs/protocol.md §6 step 4). Egress is about the network.
 	Security bool
 	Check
 }

@@ -2,7 +2,7 @@ package wire
 
 // The mesh: the agents carry their Ray processes' collective traffic
 // (torch.distributed's store, gloo, NCCL sockets) between nodes over mutual
-// TLS 1.3 with the node certificates, on one port of each node's 64 (SPEC
+// TLS 1.3 with the node certificates, on one port of each node's 64 (docs/protocol.md
 // §9 "Collective traffic"; the protocol history in doc.go, the design in
 // agent/mesh).
 

@@ -60,7 +60,7 @@ func TestAgentFlow(t *testing.T) {
 		t.Errorf("ray host pid %d has NSpid %q, record says pid %d", rayPID, ns, rec.PID)
 	}
 
-	// 7. The exact SPEC §9 command line, from the bundle the agent wrote.
+	// 7. The exact docs/protocol.md §9 command line, from the bundle the agent wrote.
 	tempDir := checkTempDir(t, rec.OrigArgv, state)
 	wantArgv := expectedArgv(t, state, tempDir)
 	if got := append([]string{"-m"}, rec.Argv...); !slices.Equal(rec.OrigArgv[1:], wantArgv) {
@@ -192,7 +192,7 @@ func checkRayEnv(t *testing.T, where string, env []string, secrets map[string]st
 	}
 }
 
-// expectedArgv is SPEC §9's command line written out by hand from the
+// expectedArgv is docs/protocol.md §9's command line written out by hand from the
 // Ray parameters the agent stored (bundle.json), after the Python.
 func expectedArgv(t *testing.T, state, tempDir string) []string {
 	t.Helper()

@@ -418,7 +418,7 @@ func TestNeverPrintsJoinToken(t *testing.T) {
 }
 
 // TestSizeBudget: the script without comments and blank lines must fit a
-// rental's command field (SPEC §3: under 2 KiB).
+// rental's command field (docs/protocol.md §3: under 2 KiB).
 func TestSizeBudget(t *testing.T) {
 	f, err := os.Open(scriptPath(t))
 	if err != nil {

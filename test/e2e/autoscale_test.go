@@ -81,7 +81,7 @@ type autoscaleResult struct {
 // autoscaler then creates two candidates through the plugin, the head
 // rents them, they enroll and run the tasks at once (0 → 2); once idle past
 // the timeout Ray terminates both and the rentals end, no container left
-// (2 → 0). It logs the two figures the README gives: demand → both tasks
+// (2 → 0). It logs the two figures docs/figures.md gives: demand → both tasks
 // running, and idle → every rental ended.
 func TestAutoscaleRealRay(t *testing.T) {
 	autoscale(t)

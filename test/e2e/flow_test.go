@@ -208,7 +208,7 @@ func statusShowsRestarts(out, instance string, want int) bool {
 }
 
 // checkNoSecrets: vast shows env and command publicly, serves logs at a
-// public URL, and Ray must not inherit secrets (SPEC §1, §9).
+// public URL, and Ray must not inherit secrets (docs/protocol.md §1, §9).
 func checkNoSecrets(t *testing.T, c *cluster, instances []string, joinTokens map[string]string) {
 	t.Helper()
 	ctx := context.Background()

@@ -23,8 +23,9 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// TestUpDockerExample is the README's quick start: `head up --config
-// examples/docker.json --python <real Ray's venv>` brings up a real Ray head
+// TestUpDockerExample is the README's first real cluster (docs/running.md's
+// quick start): `head up --config examples/docker.json --python <real Ray's
+// venv>` brings up a real Ray head
 // and two real Ray nodes in containers with one command; Ctrl-C stops the
 // head and the Ray head and leaves the rentals; `head down --config` ends
 // them. The example is used as shipped but for its cluster name and head

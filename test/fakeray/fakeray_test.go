@@ -50,7 +50,7 @@ func python(t testing.TB) string {
 	return p
 }
 
-// run starts fakeray as the agent does (SPEC §9): python -m
+// run starts fakeray as the agent does (docs/protocol.md §9): python -m
 // ray.scripts.scripts ARGS, this dir on PYTHONPATH (after shimDir when
 // given), env exactly PATH, PYTHONPATH, FAKERAY_RECORD and extra. wrap, if
 // any, is prepended to the command (unshare for a netns).
@@ -145,7 +145,7 @@ func ports(t testing.TB, n int) []int {
 	return ps
 }
 
-// node is a worker's command line as SPEC §9 gives it.
+// node is a worker's command line as docs/protocol.md §9 gives it.
 type node struct {
 	ip                                  string
 	nm, om, rea, dagrpc, dahttp, metric int
@@ -179,7 +179,7 @@ func (n node) args() []string {
 	return append(a, n.extra...)
 }
 
-// secrets writes the TLS files and token file SPEC §9 gives Ray and
+// secrets writes the TLS files and token file docs/protocol.md §9 gives Ray and
 // returns the env naming them.
 func secrets(t testing.TB) []string {
 	t.Helper()

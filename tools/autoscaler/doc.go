@@ -1,6 +1,6 @@
 // Package autoscaler holds rayvast_autoscaler.py, a Ray autoscaler external
 // node provider that maps Ray's NodeProvider calls to the head's admin API
-// (SPEC §8), example.yaml (a complete Ray cluster config for it, like the one
+// (docs/protocol.md §8), example.yaml (a complete Ray cluster config for it, like the one
 // `head up` writes) and check_config.py (a config checked against Ray's own
 // testdata/ray-schema.json and the keys Ray's v1 autoscaler indexes). The
 // plugin is embedded (Plugin) so `head up` can put it on the Ray head's

@@ -1,6 +1,6 @@
 """Ray autoscaler external node provider for rayvast.
 
-Maps Ray's NodeProvider calls to the head's admin API (SPEC section 8), JSON
+Maps Ray's NodeProvider calls to the head's admin API (docs/protocol.md §8), JSON
 over HTTP on the Unix socket STATE/admin.sock:
 
     create_node     -> POST   /v1/candidates {"node_type": ...}   (count times)
@@ -110,7 +110,7 @@ STATUS_UPDATE_FAILED = _ray_name("STATUS_UPDATE_FAILED")
 HEAD_NODE_ID = "head"  # the Ray head's RAY_CLOUD_INSTANCE_ID (head/rayhead)
 HEAD_NODE_TYPE = "head"
 
-# Candidate states (SPEC section 8).
+# Candidate states (docs/protocol.md §8).
 LIVE_STATES = ("pending", "rented", "running", "enrolled", "lost")
 RUNNING_STATES = ("running", "enrolled")
 # Ray's v1 autoscaler keys what it knows of a node (last used, last

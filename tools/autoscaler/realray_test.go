@@ -28,7 +28,7 @@ import (
 // refused one) leaves Ray's listing and Ray creates a replacement; and the
 // monitor never errors. v1 is what `head up` runs; v2
 // (RAY_enable_autoscaler_v2=1, not official for external providers: Ray
-// issue #57153) is run too, to say in the README what it does.
+// issue #57153) is run too, to say in docs/ray.md what it does.
 func TestRealRayAutoscaler(t *testing.T) {
 	py := rvtest.RayPython(t, rvtest.RayNewest)
 	ip := localIPv4(t)

@@ -1,5 +1,5 @@
 // Command guesttoken is the host operator's token tool for the guest API
-// (SPEC §9): make an external issuer key pair, print its public key for the
+// (docs/protocol.md §9): make an external issuer key pair, print its public key for the
 // sys-config, and mint short-lived tokens for given scopes.
 package main
 

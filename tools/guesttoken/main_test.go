@@ -28,7 +28,7 @@ func tool(t *testing.T, args ...string) (string, string, int) {
 	return strings.TrimSpace(out.String()), errb.String(), code
 }
 
-// TestOperatorHowTo is the README's how-to, end to end: make an issuer key,
+// TestOperatorHowTo is docs/operations.md's how-to, end to end: make an issuer key,
 // name it in the host's sys-config, grant a colleague guest:logs for an
 // hour; the standalone agent serves /logs/agent to the colleague, and a
 // stranger gets 401 on every route the config does not open.

@@ -20,7 +20,7 @@ const inNetnsEnv = "RAYVAST_LOADTEST_IN_NETNS"
 //     enrollment stay in the table for 120 s in TIME_WAIT, and a few runs
 //     fill nf_conntrack_max (262,144 here) so that new connections are
 //     dropped and port checks fail for the machine's reasons, not the
-//     head's (what a real head's operator must size: see the README);
+//     head's (what a real head's operator must size: see docs/operations.md);
 //   - 127.0.0.0/8 traffic of the run never meets the host's services.
 func reexecInNetns() (int, error) {
 	self, err := os.Executable()

@@ -1,5 +1,5 @@
 // Package fakeagent plays a candidate for the head's tests, written from
-// SPEC §6 alone (not from the real agent): 64 listeners that answer the port
+// docs/protocol.md §6 alone (not from the real agent): 64 listeners that answer the port
 // check, an HTTP client whose source address is the candidate's public IP
 // (127.0.0.x in tests), and an enroll request with every check passing.
 package fakeagent

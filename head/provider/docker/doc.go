@@ -1,6 +1,6 @@
 // Package docker is the embedded rental provider that rents "candidates" as
 // containers of the local Docker Engine, shaped like vast.ai rentals: the
-// SPEC §2 env plus RAYVAST_INSTANCE_ID, RAYVAST_PUBLIC_IP and RAYVAST_PORTS,
+// docs/protocol.md §2 env plus RAYVAST_INSTANCE_ID, RAYVAST_PUBLIC_IP and RAYVAST_PORTS,
 // bootloader.sh's text as the command, NET_RAW and NET_ADMIN dropped, a
 // private empty /dev/shm, and labels so a restarted head finds its
 // containers. It talks to the Engine over /var/run/docker.sock with

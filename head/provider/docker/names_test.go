@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestInstanceName: instance IDs must be 1–64 of [A-Za-z0-9._-] (SPEC §6)
+// TestInstanceName: instance IDs must be 1–64 of [A-Za-z0-9._-] (docs/protocol.md §6)
 // whatever the cluster and candidate IDs look like, and distinct.
 func TestInstanceName(t *testing.T) {
 	valid := regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

@@ -7,7 +7,7 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// Default offer filters (README: the filters and their defaults): they
+// Default offer filters (docs/vast.md: the filters and their defaults): they
 // keep out machines that drop off (reliability2), unverified ones,
 // drivers older than the image's CUDA, and links too slow to pull a Ray
 // image.

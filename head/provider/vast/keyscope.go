@@ -47,7 +47,7 @@ func (p *Provider) CheckKeyScope(ctx context.Context) {
 		p.log.Debug("vast key scope not known", "err", err)
 	case more:
 		p.log.Warn("the vast API key can do more than the head needs: it reads the account's billing (billing_read); "+
-			"make a key with only "+Needed+" (README: a key for the head)", "probe", "GET /api/v1/invoices/")
+			"make a key with only "+Needed+" (docs/vast.md: a key for the head)", "probe", "GET /api/v1/invoices/")
 	default:
 		p.log.Info("vast API key cannot read billing", "needs", Needed)
 	}

@@ -10,7 +10,7 @@ import (
 
 // TestKeyScopeSaysOnceWhenTheKeyReadsBilling: a full key (it reads the
 // account's invoices) gets one warning naming the scope the head needs; a
-// key scoped as the README shows gets none; neither stops renting.
+// key scoped as docs/vast.md shows gets none; neither stops renting.
 func TestKeyScopeSaysOnceWhenTheKeyReadsBilling(t *testing.T) {
 	for _, scoped := range []bool{false, true} {
 		e := newEnvWith(t, fakevast.DefaultOffers(1), nil, func(c *fakevast.Config) { c.ScopedKey = scoped })

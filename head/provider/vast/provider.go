@@ -164,7 +164,7 @@ func LabelPrefix(cluster string) string { return "rayvast:" + cluster + ":" }
 // Name implements provider.Provider.
 func (p *Provider) Name() string { return "vast" }
 
-// PortEnv returns the 64 port requests of SPEC §2 as vast's env keys
+// PortEnv returns the 64 port requests of docs/protocol.md §2 as vast's env keys
 // ("-p 70000:70000" … "-p 70063:70063"): numbers above 70000 ask vast for a
 // random port whose inside and outside numbers are equal, announced to the
 // container as VAST_TCP_PORT_7000N.

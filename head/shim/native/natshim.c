@@ -1,5 +1,5 @@
 /*
- * natshim: the native layer of rayvast's shim (SPEC §9), preloaded into Ray's
+ * natshim: the native layer of rayvast's shim (docs/protocol.md §9), preloaded into Ray's
  * children by sitecustomize.py. Where the node IP is on no interface of the
  * container (vast's NAT), C/C++ binds to the node IP go to the container's
  * own IP, and connects to the node IP on the node's own ports go there too:

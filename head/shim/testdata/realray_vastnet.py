@@ -8,7 +8,7 @@ machine):
       "HEAD READY", then waits for a node with the resource "vastnode",
       runs one task there from a driver and prints one JSON line.
   realray_vastnet.py node TEMP_DIR   the node's `ray start --block` as the
-      agent runs it (SPEC section 9), node IP 203.0.113.7 (on no interface);
+      agent runs it (docs/protocol.md §9), node IP 203.0.113.7 (on no interface);
       prints "NODE STARTED" when `ray start` says so, "NODE EXITED <code>"
       when it exits, and stops when stdin closes.
 

@@ -1,5 +1,5 @@
 """python -m ray.scripts.scripts start --block --flag=value ...: binds and
-connects as Ray's processes do (SPEC §9 facts, issue 9; sources: Ray's
+connects as Ray's processes do (docs/protocol.md §9 facts, issue 9; sources: Ray's
 python/ray/_private/runtime_env/agent/main.py binds --node-ip-address,
 python/ray/dashboard/http_server_agent.py binds the node IP then 127.0.0.1,
 src/ray/raylet binds 0.0.0.0, the core worker connects node IP:node manager
