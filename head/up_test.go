@@ -368,7 +368,7 @@ func TestUpAutoscaler(t *testing.T) {
 		t.Errorf("autoscaler.yaml: idle %v, provider %v", as["idle_timeout_minutes"], as["provider"])
 	}
 	// The stand-in refuses --autoscaling-config (it does not model Ray's
-	// autoscaler; tools/autoscaler's and the e2e suite's real-Ray tests
+	// autoscaler; head/rayhead/autoscaler's and the e2e suite's real-Ray tests
 	// run it), so its Ray head never says it started: wait for the ports.
 	r.waitFor(t, "the ports", func() bool { return strings.Contains(r.out.String(), "listening: port A") })
 	for _, want := range []string{"Ray autoscaler: on", "node types cpu have no cpus"} {
