@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/teardown"
 	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -30,6 +31,9 @@ type downTarget struct {
 	cluster string
 	kind    string               // none, docker or vast
 	pc      *wire.ProviderConfig // the config's provider block, if a config was given
+	// head is the running head; nil: the one on the state dir's admin
+	// socket, if any (head up's --down-on-exit passes its own, in-process).
+	head teardown.Cluster
 }
 
 // runDown ends the cluster: every candidate through the running head, every
@@ -96,7 +100,7 @@ func parseDownFlags(args []string, stderr io.Writer) (f downFlags, code int, ok 
 }
 
 // down runs head down's phases: open the provider's rentals, end the
-// cluster (reconcile.Down), report, and remove a stopped head's Docker
+// cluster (teardown.Down), report, and remove a stopped head's Docker
 // network.
 func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger) error {
 	rentals, closeRentals, err := openDownRentals(ctx, t, log)
@@ -104,7 +108,7 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 		return err
 	}
 	defer closeRentals()
-	rep, err := reconcile.Down(ctx, reconcile.DownConfig{StateDir: t.st.Dir, Log: log, Rentals: rentals,
+	rep, err := teardown.Down(ctx, teardown.Config{StateDir: t.st.Dir, Cluster: t.head, Log: log, Rentals: rentals,
 		Firewall: closerFunc(func() error { return firewall.Remove(ctx, firewall.TableFor(t.st.AppID), nil) })})
 	fmt.Fprintf(stdout, "head running: %v; candidates ended: %d; instances destroyed: %d\n", rep.HeadRunning, len(rep.Ended), len(rep.Destroyed))
 	if err != nil {
