@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -22,7 +23,7 @@ func DownFile(stateDir string) string { return filepath.Join(stateDir, DownFileN
 // DownConfig is what `head down` needs.
 type DownConfig struct {
 	StateDir string
-	Admin    *Admin // default: the state dir's admin socket
+	Admin    *adminclient.Client // default: the state dir's admin socket
 	// Rentals, when set, are listed and destroyed until none is left: the
 	// guarantee that nothing stays rented, with or without a running head.
 	Rentals Rentals
@@ -54,7 +55,7 @@ func (cfg DownConfig) withDefaults() DownConfig {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Admin == nil {
-		cfg.Admin = AdminSocket(filepath.Join(cfg.StateDir, statedir.AdminSocket))
+		cfg.Admin = adminclient.Unix(filepath.Join(cfg.StateDir, statedir.AdminSocket), 30*time.Second)
 	}
 	return cfg
 }

@@ -34,7 +34,7 @@ func endThroughHead(ctx context.Context, cfg DownConfig, cands []wire.Candidate)
 				continue
 			}
 			liveLeft++
-			if err := cfg.Admin.End(ctx, c.CandidateID, ReasonDown); err != nil {
+			if err := cfg.Admin.End(ctx, c.CandidateID); err != nil {
 				cfg.Log.Warn("head down: end candidate", "candidate", c.CandidateID, "err", err)
 				continue
 			}
