@@ -76,7 +76,20 @@ func (c *Client) send(ctx context.Context, method, path string, in any, want int
 		return nil, fmt.Errorf("admin %s %s: read: %w", method, path, err)
 	}
 	if resp.StatusCode != want {
-		return nil, fmt.Errorf("admin %s %s: HTTP %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
+		return nil, &StatusError{Method: method, Path: path, Status: resp.StatusCode, Answer: string(bytes.TrimSpace(data))}
 	}
 	return data, nil
+}
+
+// StatusError is an answer of the head with another status than the
+// route's success: the head is up and refused (a caller that must tell it
+// from a head that did not answer at all uses errors.As).
+type StatusError struct {
+	Method, Path string
+	Status       int
+	Answer       string // the head's error body, which never holds a secret
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("admin %s %s: HTTP %d: %s", e.Method, e.Path, e.Status, e.Answer)
 }

@@ -1,6 +1,7 @@
 package adminclient
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -37,6 +38,9 @@ func TestCreateRefused(t *testing.T) {
 	_, err := h.c.Create(t.Context(), wire.CandidateRequest{NodeType: "gpu9"})
 	if err == nil || !strings.HasPrefix(err.Error(), "admin POST /v1/candidates: HTTP 400: ") || !strings.Contains(err.Error(), "gpu9") {
 		t.Errorf("Create(unknown type) = %v, want admin POST /v1/candidates: HTTP 400 naming the type", err)
+	}
+	if se := (*StatusError)(nil); !errors.As(err, &se) || se.Status != 400 {
+		t.Errorf("Create(unknown type) = %#v, want a *StatusError of 400", err)
 	}
 	if _, err := h.c.Candidate(t.Context(), "c-nope"); err == nil || !strings.Contains(err.Error(), "admin GET /v1/candidates/c-nope: HTTP 404") {
 		t.Errorf("Candidate(unknown) = %v, want HTTP 404", err)

@@ -1,6 +1,7 @@
 package adminclient
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +31,12 @@ func TestNodesAndSnapshot(t *testing.T) {
 // route it could not read.
 func TestSnapshotNoHead(t *testing.T) {
 	c := Unix(t.TempDir()+"/admin.sock", time.Second)
-	if _, err := c.Snapshot(t.Context()); err == nil || !strings.HasPrefix(err.Error(), "admin GET /v1/candidates: ") {
+	_, err := c.Snapshot(t.Context())
+	if err == nil || !strings.HasPrefix(err.Error(), "admin GET /v1/candidates: ") {
 		t.Errorf("Snapshot without a head = %v, want admin GET /v1/candidates: ...", err)
+	}
+	if se := (*StatusError)(nil); errors.As(err, &se) {
+		t.Errorf("no head is a *StatusError: %v", err)
 	}
 }
 
