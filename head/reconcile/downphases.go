@@ -34,6 +34,8 @@ func endThroughHead(ctx context.Context, cfg DownConfig, cands []wire.Candidate)
 				continue
 			}
 			liveLeft++
+			// Over the socket the head records the reason "deleted"; its
+			// own loop, seeing the down marker, ends the rest as "down".
 			if err := cfg.Admin.End(ctx, c.CandidateID); err != nil {
 				cfg.Log.Warn("head down: end candidate", "candidate", c.CandidateID, "err", err)
 				continue
