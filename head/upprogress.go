@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -86,10 +85,8 @@ func (p *progress) watch(ctx context.Context, sock, stateDir string) {
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
-		var cands []wire.Candidate
-		var nodes []wire.Node
-		if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err == nil {
-			_ = c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK)
+		if cands, err := c.Candidates(ctx); err == nil {
+			nodes, _ := c.Nodes(ctx) // a progress line without nodes still says what the candidates do
 			for _, line := range changes(seen, cands) {
 				p.step("%s", line)
 			}

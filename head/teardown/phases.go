@@ -35,6 +35,8 @@ func endThroughHead(ctx context.Context, cfg Config, cands []wire.Candidate) (en
 				continue
 			}
 			liveLeft++
+			// Over the socket the head records the reason "deleted"; its
+			// own loop, seeing the down marker, ends the rest as "down".
 			if err := cfg.Cluster.End(ctx, c.CandidateID, reconcile.ReasonDown); err != nil {
 				cfg.Log.Warn("head down: end candidate", "candidate", c.CandidateID, "err", err)
 				continue

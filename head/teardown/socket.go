@@ -2,8 +2,6 @@ package teardown
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
@@ -11,17 +9,14 @@ import (
 )
 
 // Socket is the Cluster of a head reached over its admin socket at path:
-// what the `head down` verb uses. The admin API records the reason
-// "deleted" for the candidates it ends.
+// what the `head down` verb uses.
 func Socket(path string) Cluster { return socket{adminclient.Unix(path, 30*time.Second)} }
 
 type socket struct{ c *adminclient.Client }
 
-func (s socket) Candidates(ctx context.Context) ([]wire.Candidate, error) {
-	var cs []wire.Candidate
-	return cs, s.c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cs, http.StatusOK)
-}
+func (s socket) Candidates(ctx context.Context) ([]wire.Candidate, error) { return s.c.Candidates(ctx) }
 
+// End drops the reason: the admin API records "deleted" for what it ends.
 func (s socket) End(ctx context.Context, candidateID, _ string) error {
-	return s.c.Do(ctx, http.MethodDelete, "/v1/candidates/"+url.PathEscape(candidateID), nil, nil, http.StatusNoContent)
+	return s.c.End(ctx, candidateID)
 }
