@@ -15,6 +15,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -49,7 +50,7 @@ func newCrashHead(t *testing.T, bin string) *crashHead {
 // start runs head serve, armed to kill itself at point ("" = not armed).
 func (h *crashHead) start(t *testing.T, point string) *adminclient.Client {
 	t.Helper()
-	t.Setenv(crashEnv, point) // "" leaves the child unarmed
+	t.Setenv(server.CrashEnv, point) // "" leaves the child unarmed
 	h.p = startServe(t, h.bin, h.args, filepath.Join(h.dir, "head.log"))
 	adm := adminclient.Unix(filepath.Join(h.state, statedir.AdminSocket), 30*time.Second)
 	waitAdmin(t, adm, h.p)

@@ -15,6 +15,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/teardown"
 	"github.com/rayvast/rayvast/head/vastnet"
@@ -59,7 +60,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cfg.Cluster != "" {
 			t.cluster = cfg.Cluster
 		}
-		t.kind, t.pc = providerKind(f.provider, cfg), cfg.Provider
+		t.kind, t.pc = server.ProviderKind(f.provider, cfg), cfg.Provider
 	}
 	if err := down(ctx, t, stdout, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "head down: %v\n", err)
@@ -135,11 +136,11 @@ func openDownRentals(ctx context.Context, t downTarget, log *slog.Logger) (renta
 		}
 		return r, func() {}, nil
 	}
-	ps, err := readProviderSettings(t.kind, t.pc)
+	ps, err := server.ReadProviderSettings(t.kind, t.pc)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := openProvider(ctx, ps, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
+	p, err := server.OpenProvider(ctx, ps, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
 	if err != nil {
 		return nil, nil, err
 	}

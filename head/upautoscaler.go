@@ -9,9 +9,9 @@ import (
 
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/rayhead/autoscaler"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/atomicfile"
-	"github.com/rayvast/rayvast/head/rayhead/autoscaler"
 )
 
 // AutoscalerFile is the Ray cluster config head up writes into the state

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -78,23 +78,23 @@ func (p *progress) summary(s string) {
 	fmt.Fprintln(p.w, s)
 }
 
-// watch polls the admin API every 2 s until ctx ends.
-func (p *progress) watch(ctx context.Context, sock, stateDir string) {
-	c := adminclient.Unix(sock, 10*time.Second)
+// watch follows the running head's candidates every 2 s, through its Go
+// methods (never its own admin socket), until ctx ends or the head stops.
+func (p *progress) watch(ctx context.Context, srv *server.Server, stateDir string) {
 	seen := map[string]string{} // candidate → last state shown
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
-		if cands, err := c.Candidates(ctx); err == nil {
-			nodes, _ := c.Nodes(ctx) // a progress line without nodes still says what the candidates do
-			for _, line := range changes(seen, cands) {
-				p.step("%s", line)
-			}
-			ray, _, _ := rayhead.ReadStatus(stateDir)
-			p.summary(summaryLine(cands, nodes, ray))
+		cands, nodes := srv.Candidates(), srv.Nodes()
+		for _, line := range changes(seen, cands) {
+			p.step("%s", line)
 		}
+		ray, _, _ := rayhead.ReadStatus(stateDir)
+		p.summary(summaryLine(cands, nodes, ray))
 		select {
 		case <-ctx.Done():
+			return
+		case <-srv.Done():
 			return
 		case <-tick.C:
 		}

@@ -9,46 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/listenports"
 	"github.com/rayvast/rayvast/head/rayhead"
 )
-
-// firewallOn is whether serve guards its ports: --firewall on, or auto
-// with the vast provider (rentals there reach the head from the internet)
-// and with none unless the config says its network is private (an
-// external provider's rentals are as public as vast's, whoever rents them).
-// Only the docker provider's local network stays open by default.
-func firewallOn(f serveFlags) bool {
-	if f.firewall != "auto" {
-		return f.firewall == "on"
-	}
-	return f.provider == "vast" || (f.provider == "none" && !f.privateNetwork)
-}
-
-// checkFirewall refuses a --firewall that cannot be honoured, before
-// anything starts: a value other than on, off or auto, or a firewall that
-// is on while nftables cannot be driven here (no nft, no CAP_NET_ADMIN).
-// nft runs nft scripts (nil: the nft binary).
-func checkFirewall(ctx context.Context, f serveFlags, nft func(ctx context.Context, script string) error) error {
-	switch f.firewall {
-	case "on", "off", "auto":
-	default:
-		return fmt.Errorf("--firewall %q: want on, off or auto", f.firewall)
-	}
-	if !firewallOn(f) {
-		return nil
-	}
-	if nft == nil {
-		nft = firewall.RunNft("nft")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := nft(ctx, "list tables\n"); err != nil {
-		return fmt.Errorf("--firewall %s (provider %s): nftables cannot be used here, so ports A and B and the Ray head's ports would be open to anyone: %v", f.firewall, f.provider, err)
-	}
-	return nil
-}
 
 // rayHeadListeners lists what the Ray head of the state dir listens on:
 // the supervised process (pid) and its descendants (gcs_server, raylet,

@@ -151,7 +151,7 @@ func (s *Server) listCandidates(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
-	answer.JSON(w, http.StatusOK, s.cfg.Registry.Nodes())
+	answer.JSON(w, http.StatusOK, s.Nodes())
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"github.com/rayvast/rayvast/head/provider/vast"
 )
 
-// providerKind is --provider when given, else the config's provider.kind,
+// ProviderKind is --provider when given, else the config's provider.kind,
 // else none (an external provider drives the admin API).
-func providerKind(flagValue string, cfg *config.Config) string {
+func ProviderKind(flagValue string, cfg *config.Config) string {
 	switch {
 	case flagValue != "":
 		return flagValue
@@ -28,9 +28,9 @@ func providerKind(flagValue string, cfg *config.Config) string {
 	return "none"
 }
 
-// privateNetwork is the config's provider.private_network: the nodes of an
+// PrivateNetwork is the config's provider.private_network: the nodes of an
 // external provider reach the head over a network of the user's own.
-func privateNetwork(cfg *config.Config) bool {
+func PrivateNetwork(cfg *config.Config) bool {
 	return cfg.Provider != nil && cfg.Provider.PrivateNetwork
 }
 
@@ -50,19 +50,19 @@ func loadAgent(path string) ([]byte, error) {
 // image a docker provider needs built (a step of its own: the provider
 // builds none), the provider opened; nil for kind none.
 func startProvider(ctx context.Context, kind string, cfg *config.Config, block *blocklist.List, o provider.Options) (provider.Provider, error) {
-	ps, err := readProviderSettings(kind, cfg.Provider)
+	ps, err := ReadProviderSettings(kind, cfg.Provider)
 	if err != nil {
 		return nil, err
 	}
 	if err := ensureCandidateImage(ctx, &ps, cfg.Ray.Version, o.Log); err != nil {
 		return nil, err
 	}
-	return openProvider(ctx, ps, block, o)
+	return OpenProvider(ctx, ps, block, o)
 }
 
-// openProvider opens the built-in provider of ps; nil for kind none. It
+// OpenProvider opens the built-in provider of ps; nil for kind none. It
 // builds no image: ps.docker.Image must be set (ensureCandidateImage).
-func openProvider(ctx context.Context, ps providerSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {
+func OpenProvider(ctx context.Context, ps ProviderSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {
 	switch ps.kind {
 	case "docker":
 		p, err := docker.New(ctx, docker.Config{Settings: ps.docker, Cluster: o.Cluster, StateDir: o.StateDir, HeadIP: o.HeadIP, Log: o.Log})
@@ -86,7 +86,7 @@ func openProvider(ctx context.Context, ps providerSettings, block *blocklist.Lis
 // version (from a venv of this machine, made from ps.rayWheels or the
 // package index), else the stand-in. The first build takes minutes; its
 // progress goes to log.
-func ensureCandidateImage(ctx context.Context, ps *providerSettings, rayVersion string, log *slog.Logger) error {
+func ensureCandidateImage(ctx context.Context, ps *ProviderSettings, rayVersion string, log *slog.Logger) error {
 	if ps.kind != "docker" || ps.docker.Image != "" {
 		return nil
 	}
