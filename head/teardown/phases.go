@@ -31,7 +31,7 @@ func endThroughHead(ctx context.Context, cfg Config, cands []wire.Candidate) (en
 	for {
 		liveLeft := 0
 		for _, c := range cands {
-			if !liveState(c.State) {
+			if !wire.Live(c.State) {
 				continue
 			}
 			liveLeft++

@@ -113,14 +113,6 @@ func Down(ctx context.Context, cfg Config) (Report, error) {
 	return rep, endErr
 }
 
-func liveState(s string) bool {
-	switch s {
-	case wire.StatePending, wire.StateRented, wire.StateRunning, wire.StateEnrolled, wire.StateLost:
-		return true
-	}
-	return false
-}
-
 func appendOnce(s []string, v string) []string {
 	for _, x := range s {
 		if x == v {
