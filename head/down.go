@@ -115,7 +115,7 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	if t.kind == "docker" && !rep.HeadRunning {
+	if t.kind == wire.ProviderDocker && !rep.HeadRunning {
 		// Nothing uses the cluster's network any more (a running head's
 		// provider still would): remove it with anything left on it.
 		return vastnet.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == t.cluster })
@@ -126,7 +126,7 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 // openDownRentals opens what lists and destroys the cluster's rentals: nil
 // with no built-in provider. closeRentals is never nil.
 func openDownRentals(ctx context.Context, t downTarget, log *slog.Logger) (rentals reconcile.Rentals, closeRentals func(), err error) {
-	if t.kind == "docker" {
+	if t.kind == wire.ProviderDocker {
 		// Only list and end: the full provider would make the network and
 		// start a DNS responder, rewriting a running head's DNS port in the
 		// state dir.

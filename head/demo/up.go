@@ -45,7 +45,7 @@ func (d *demo) config(gw string) wire.Config {
 		Ray:                wire.RayHead{HeadAddress: net.JoinHostPort(gw, "6379")},
 		NodeTypes:          map[string]wire.NodeType{safeType: nt(2), unsafeType: nt(1)},
 		GuestAPI:           wire.GuestAPIPolicy{AnonymousScopes: []string{"guest:version", "guest:health"}},
-		Provider:           &wire.ProviderConfig{Kind: "docker"},
+		Provider:           &wire.ProviderConfig{Kind: wire.ProviderDocker},
 		HeartbeatIntervalS: d.o.interval,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // FirewallOn is whether serve guards its ports: --firewall on, or auto
@@ -17,7 +18,7 @@ func (f Config) FirewallOn() bool {
 	if f.Firewall != "auto" {
 		return f.Firewall == "on"
 	}
-	return f.Provider == "vast" || (f.Provider == "none" && !f.PrivateNetwork)
+	return f.Provider == wire.ProviderVast || (f.Provider == wire.ProviderNone && !f.PrivateNetwork)
 }
 
 // CheckFirewall refuses a --firewall that cannot be honoured, before

@@ -14,6 +14,7 @@ import (
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/provider/vast"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // ProviderKind is --provider when given, else the config's provider.kind,
@@ -25,7 +26,7 @@ func ProviderKind(flagValue string, cfg *config.Config) string {
 	case cfg.Provider != nil && cfg.Provider.Kind != "":
 		return cfg.Provider.Kind
 	}
-	return "none"
+	return wire.ProviderNone
 }
 
 // PrivateNetwork is the config's provider.private_network: the nodes of an
@@ -64,13 +65,13 @@ func startProvider(ctx context.Context, kind string, cfg *config.Config, block *
 // builds no image: ps.docker.Image must be set (ensureCandidateImage).
 func OpenProvider(ctx context.Context, ps ProviderSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {
 	switch ps.kind {
-	case "docker":
+	case wire.ProviderDocker:
 		p, err := docker.New(ctx, docker.Config{Settings: ps.docker, Cluster: o.Cluster, StateDir: o.StateDir, HeadIP: o.HeadIP, Log: o.Log})
 		if err != nil {
 			return nil, err // not a typed nil in the interface; its errors say "docker provider: …"
 		}
 		return p, nil
-	case "vast":
+	case wire.ProviderVast:
 		p, err := vast.New(vast.Config{Settings: ps.vast, Key: ps.vastKey, Cluster: o.Cluster, Blocklist: block, Log: o.Log})
 		if err != nil {
 			return nil, err // likewise; "vast provider: …"
@@ -87,7 +88,7 @@ func OpenProvider(ctx context.Context, ps ProviderSettings, block *blocklist.Lis
 // package index), else the stand-in. The first build takes minutes; its
 // progress goes to log.
 func ensureCandidateImage(ctx context.Context, ps *ProviderSettings, rayVersion string, log *slog.Logger) error {
-	if ps.kind != "docker" || ps.docker.Image != "" {
+	if ps.kind != wire.ProviderDocker || ps.docker.Image != "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)

@@ -34,7 +34,7 @@ type ProviderSettings struct {
 // VAST_API_KEY, once read, leaves the environment: no child inherits it.
 func ReadProviderSettings(kind string, pc *wire.ProviderConfig) (ProviderSettings, error) {
 	ps, err := parseProviderSettings(kind, pc, os.Getenv)
-	if ps.kind == "vast" && strings.TrimSpace(os.Getenv(vast.EnvAPIKey)) != "" {
+	if ps.kind == wire.ProviderVast && strings.TrimSpace(os.Getenv(vast.EnvAPIKey)) != "" {
 		os.Unsetenv(vast.EnvAPIKey)
 	}
 	return ps, err
@@ -53,10 +53,10 @@ func parseProviderSettings(kind string, pc *wire.ProviderConfig, getenv func(str
 	ps := ProviderSettings{kind: kind}
 	var err error
 	switch kind {
-	case "docker":
+	case wire.ProviderDocker:
 		ps.docker, err = dockerSettings(pc, getenv)
 		ps.rayWheels = getenv(candidateimage.EnvRayWheels)
-	case "vast":
+	case wire.ProviderVast:
 		ps.vast, ps.vastKey, err = vastSettings(pc, getenv)
 	}
 	return ps, err
