@@ -306,7 +306,7 @@ func (r *upRun) rayPorts() func() ([]int, error) {
 	if r.u.noRayHead {
 		return nil
 	}
-	return rayHeadPorts(r.st.Dir)
+	return rayhead.FirewallPorts(r.st.Dir)
 }
 
 // rayFailing tells the user that the Ray head fails the same way again,
