@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/internal/fakeagent"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -49,10 +50,10 @@ func newCrashHead(t *testing.T, bin string) *crashHead {
 // start runs head serve, armed to kill itself at point ("" = not armed).
 func (h *crashHead) start(t *testing.T, point string) *adminclient.Client {
 	t.Helper()
-	t.Setenv(crashEnv, point) // "" leaves the child unarmed
+	t.Setenv(server.CrashEnv, point) // "" leaves the child unarmed
 	h.p = startServe(t, h.bin, h.args, filepath.Join(h.dir, "head.log"))
 	adm := adminclient.Unix(filepath.Join(h.state, statedir.AdminSocket), 30*time.Second)
-	waitAdmin(t, adm.HTTP, h.p)
+	waitAdmin(t, adm, h.p)
 	return adm
 }
 
@@ -73,18 +74,18 @@ func (h *crashHead) killed(t *testing.T, point string) {
 
 func (h *crashHead) candidate(t *testing.T, adm *adminclient.Client, id wire.CandidateRequest) wire.CandidateCreated {
 	t.Helper()
-	var c wire.CandidateCreated
-	if st := adminDo(t, adm.HTTP, "POST", "/v1/candidates", id, &c); st != 201 {
-		t.Fatalf("create: %d", st)
+	c, err := adm.Create(context.Background(), id)
+	if err != nil {
+		t.Fatalf("create: %v", err)
 	}
 	return c
 }
 
 func (h *crashHead) state_(t *testing.T, adm *adminclient.Client, id string) wire.Candidate {
 	t.Helper()
-	var c wire.Candidate
-	if st := adminDo(t, adm.HTTP, "GET", "/v1/candidates/"+id, nil, &c); st != 200 {
-		t.Fatalf("get %s: %d", id, st)
+	c, err := adm.Candidate(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
 	}
 	return c
 }
@@ -164,9 +165,9 @@ func TestCrashDuringDelete(t *testing.T) {
 			baseA := "https://" + net.JoinHostPort(cand.Env[wire.EnvHead], cand.Env[wire.EnvPortA])
 			pool := pinCA(t, baseA, cand.Env[wire.EnvCASHA256])
 			_, kp := enrollOK(t, baseA, pool, ip, "d-1", cand.JoinToken)
-			req, _ := http.NewRequest("DELETE", "http://head/v1/candidates/"+cand.CandidateID, nil)
-			if _, err := adm.HTTP.Do(req); err == nil {
-				t.Fatalf("DELETE answered through a crash at %s", c.point)
+			// The head must die mid-DELETE: any answer, a refusal included, is wrong.
+			if err := adm.End(context.Background(), cand.CandidateID); err == nil || errors.As(err, new(*adminclient.StatusError)) {
+				t.Fatalf("DELETE answered (%v) through a crash at %s", err, c.point)
 			}
 			h.killed(t, c.point)
 
@@ -180,8 +181,8 @@ func TestCrashDuringDelete(t *testing.T) {
 			if want := map[string]int{wire.StateEnrolled: 200, wire.StateEnded: 403}[c.after]; st != want {
 				t.Errorf("heartbeat after the restart: %d, want %d", st, want)
 			}
-			if st := adminDo(t, adm.HTTP, "DELETE", "/v1/candidates/"+cand.CandidateID, nil, nil); st != 204 {
-				t.Errorf("retried DELETE: %d, want 204", st)
+			if err := adm.End(context.Background(), cand.CandidateID); err != nil {
+				t.Errorf("retried DELETE: %v, want 204", err)
 			}
 			if got := h.state_(t, adm, cand.CandidateID); got.State != wire.StateEnded {
 				t.Errorf("after the retried DELETE: %s, want ended", got.State)

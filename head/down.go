@@ -15,7 +15,9 @@ import (
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/reconcile"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/teardown"
 	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -30,6 +32,9 @@ type downTarget struct {
 	cluster string
 	kind    string               // none, docker or vast
 	pc      *wire.ProviderConfig // the config's provider block, if a config was given
+	// head is the running head; nil: the one on the state dir's admin
+	// socket, if any (head up's --down-on-exit passes its own, in-process).
+	head teardown.Cluster
 }
 
 // runDown ends the cluster: every candidate through the running head, every
@@ -55,7 +60,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cfg.Cluster != "" {
 			t.cluster = cfg.Cluster
 		}
-		t.kind, t.pc = providerKind(f.provider, cfg), cfg.Provider
+		t.kind, t.pc = server.ProviderKind(f.provider, cfg), cfg.Provider
 	}
 	if err := down(ctx, t, stdout, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "head down: %v\n", err)
@@ -96,7 +101,7 @@ func parseDownFlags(args []string, stderr io.Writer) (f downFlags, code int, ok 
 }
 
 // down runs head down's phases: open the provider's rentals, end the
-// cluster (reconcile.Down), report, and remove a stopped head's Docker
+// cluster (teardown.Down), report, and remove a stopped head's Docker
 // network.
 func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger) error {
 	rentals, closeRentals, err := openDownRentals(ctx, t, log)
@@ -104,13 +109,13 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 		return err
 	}
 	defer closeRentals()
-	rep, err := reconcile.Down(ctx, reconcile.DownConfig{StateDir: t.st.Dir, Log: log, Rentals: rentals,
+	rep, err := teardown.Down(ctx, teardown.Config{StateDir: t.st.Dir, Cluster: t.head, Log: log, Rentals: rentals,
 		Firewall: closerFunc(func() error { return firewall.Remove(ctx, firewall.TableFor(t.st.AppID), nil) })})
 	fmt.Fprintf(stdout, "head running: %v; candidates ended: %d; instances destroyed: %d\n", rep.HeadRunning, len(rep.Ended), len(rep.Destroyed))
 	if err != nil {
 		return err
 	}
-	if t.kind == "docker" && !rep.HeadRunning {
+	if t.kind == wire.ProviderDocker && !rep.HeadRunning {
 		// Nothing uses the cluster's network any more (a running head's
 		// provider still would): remove it with anything left on it.
 		return vastnet.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == t.cluster })
@@ -121,7 +126,7 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 // openDownRentals opens what lists and destroys the cluster's rentals: nil
 // with no built-in provider. closeRentals is never nil.
 func openDownRentals(ctx context.Context, t downTarget, log *slog.Logger) (rentals reconcile.Rentals, closeRentals func(), err error) {
-	if t.kind == "docker" {
+	if t.kind == wire.ProviderDocker {
 		// Only list and end: the full provider would make the network and
 		// start a DNS responder, rewriting a running head's DNS port in the
 		// state dir.
@@ -131,11 +136,11 @@ func openDownRentals(ctx context.Context, t downTarget, log *slog.Logger) (renta
 		}
 		return r, func() {}, nil
 	}
-	ps, err := readProviderSettings(t.kind, t.pc)
+	ps, err := server.ReadProviderSettings(t.kind, t.pc)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := openProvider(ctx, ps, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
+	p, err := server.OpenProvider(ctx, ps, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rayvast/rayvast/head/config"
+	"github.com/rayvast/rayvast/head/server"
 )
 
 // TestExamplesLoad: the shipped example configs are valid and name the
@@ -16,7 +17,7 @@ func TestExamplesLoad(t *testing.T) {
 			t.Errorf("%s: %v", file, err)
 			continue
 		}
-		if got := providerKind("", cfg); got != kind {
+		if got := server.ProviderKind("", cfg); got != kind {
 			t.Errorf("%s: provider kind %q, want %q", file, got, kind)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rayvast/rayvast/head/shim"
 	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/dockerengine"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 const imageCheckUsage = `usage: head image-check --config FILE [IMAGE]
@@ -71,7 +72,7 @@ func runImageCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 2
 	}
 	var settings vast.Settings
-	if p := cfg.Provider; p != nil && p.Kind == "vast" {
+	if p := cfg.Provider; p != nil && p.Kind == wire.ProviderVast {
 		settings = *p
 	}
 	if image == "" {
@@ -106,7 +107,7 @@ func runImageCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 func configImage(cfg *config.Config) (string, error) {
 	p := cfg.Provider
 	switch {
-	case p != nil && p.Kind == "vast":
+	case p != nil && p.Kind == wire.ProviderVast:
 		images := map[string]bool{}
 		for name := range cfg.NodeTypes {
 			images[vast.NodeSpec(*p, name).Image] = true
@@ -115,7 +116,7 @@ func configImage(cfg *config.Config) (string, error) {
 			return slices.Collect(maps.Keys(images))[0], nil
 		}
 		return "", fmt.Errorf("the node types rent %d images (%s): name the one to check", len(images), strings.Join(slices.Sorted(maps.Keys(images)), ", "))
-	case p != nil && p.Kind == "docker" && p.Image != "":
+	case p != nil && p.Kind == wire.ProviderDocker && p.Image != "":
 		return p.Image, nil
 	}
 	return "", errors.New("the config names no image (no vast provider block, no docker image): name IMAGE")

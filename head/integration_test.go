@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -79,29 +78,7 @@ func (p *headProc) stop(t *testing.T) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
-func adminDo(t *testing.T, c *http.Client, method, path string, in, out any) int {
-	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://head"+path, body)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
-	return resp.StatusCode
-}
-
-func waitAdmin(t *testing.T, c *http.Client, p *headProc) {
+func waitAdmin(t *testing.T, c *adminclient.Client, p *headProc) {
 	t.Helper()
 	rvtest.WaitFor(t, 30*time.Second, func() error {
 		select {
@@ -109,12 +86,9 @@ func waitAdmin(t *testing.T, c *http.Client, p *headProc) {
 			t.Fatalf("head serve exited: %v", p.cmd.ProcessState)
 		default:
 		}
-		req, _ := http.NewRequest("GET", "http://head/v1/candidates", nil)
-		resp, err := c.Do(req)
-		if err != nil {
+		if _, err := c.Candidates(context.Background()); err != nil {
 			return fmt.Errorf("admin socket did not answer: %w", err)
 		}
-		resp.Body.Close()
 		return nil
 	})
 }
@@ -159,23 +133,24 @@ func TestHeadBinary(t *testing.T) {
 	}
 
 	p := startServe(t, bin, args, logPath)
-	adm := adminclient.Unix(filepath.Join(state, statedir.AdminSocket), 30*time.Second).HTTP
+	adm := adminclient.Unix(filepath.Join(state, statedir.AdminSocket), 30*time.Second)
 	waitAdmin(t, adm, p)
 	if fi, err := os.Stat(filepath.Join(state, statedir.AdminSocket)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("admin.sock mode %v %v, want 0600", fi.Mode().Perm(), err)
 	}
 
-	var c1, c2 wire.CandidateCreated
-	if st := adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-1", PublicIP: "127.0.4.1", HostID: "h1"}, &c1); st != 201 {
-		t.Fatalf("create: %d", st)
+	ctx := context.Background()
+	c1, err := adm.Create(ctx, wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-1", PublicIP: "127.0.4.1", HostID: "h1"})
+	if err != nil {
+		t.Fatalf("create: %v", err)
 	}
-	if st := adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &c2); st != 201 {
-		t.Fatalf("create: %d", st)
+	c2, err := adm.Create(ctx, wire.CandidateRequest{NodeType: "cpu"})
+	if err != nil {
+		t.Fatalf("create: %v", err)
 	}
 	// The external provider learns instance and IP later: PATCH.
-	var patched wire.Candidate
-	if st := adminDo(t, adm, "PATCH", "/v1/candidates/"+c2.CandidateID, wire.CandidatePatch{InstanceID: "it-2", PublicIP: "127.0.4.2"}, &patched); st != 200 || patched.State != wire.StateRunning {
-		t.Fatalf("patch: %d %s", st, patched.State)
+	if patched, err := adm.Patch(ctx, c2.CandidateID, wire.CandidatePatch{InstanceID: "it-2", PublicIP: "127.0.4.2"}); err != nil || patched.State != wire.StateRunning {
+		t.Fatalf("patch: %v %s", err, patched.State)
 	}
 
 	// A hand-written client following docs/protocol.md §5–§6 from the env alone.
@@ -205,8 +180,10 @@ func TestHeadBinary(t *testing.T) {
 	heartbeat(t, hbClient, baseB, "it-1", 2)
 	resp2, _ := enrollOK(t, baseA, pool, "127.0.4.2", "it-2", c2.JoinToken)
 
-	var nodes []wire.Node
-	adminDo(t, adm, "GET", "/v1/nodes", nil, &nodes)
+	nodes, err := adm.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(nodes) != 2 || nodes[0].Seq != 2 || nodes[0].State != wire.StateEnrolled {
 		t.Errorf("nodes after restart: %+v", nodes)
 	}
@@ -215,8 +192,8 @@ func TestHeadBinary(t *testing.T) {
 	node2, _ := fakeagent.KeyPair(resp2)
 	hb2 := fakeagent.Client("127.0.4.2", pool, &node2)
 	heartbeat(t, hb2, baseB, "it-2", 1)
-	if st := adminDo(t, adm, "DELETE", "/v1/candidates/"+c2.CandidateID, nil, nil); st != 204 {
-		t.Errorf("DELETE: %d", st)
+	if err := adm.End(ctx, c2.CandidateID); err != nil {
+		t.Errorf("DELETE: %v", err)
 	}
 	if st, body, hdr, _ := fakeagent.PostFull(context.Background(), hb2, baseB+"/heartbeat", wire.Heartbeat{Version: 2, InstanceID: "it-2", Seq: 2}); st != 403 || string(body) != `{"error":"forbidden"}` || hdr.Get(wire.NodeStatusHeader) != wire.NodeUnknown {
 		t.Errorf("heartbeat after DELETE: %d %s %s=%q, want 403 forbidden, unknown node", st, body, wire.NodeStatusHeader, hdr.Get(wire.NodeStatusHeader))
@@ -227,25 +204,22 @@ func TestHeadBinary(t *testing.T) {
 	slowHeaders := slowHeadersCut(t, addrA, pool)
 
 	// Metrics and head status see what happened.
-	mreq, _ := http.NewRequest("GET", "http://head/metrics", nil)
-	mresp, err := adm.Do(mreq)
+	mtext, err := adm.Metrics(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtext, _ := io.ReadAll(mresp.Body)
-	mresp.Body.Close()
 	for _, want := range []string{`rayvast_enrollments_total{outcome="enrolled"} 1`, `rayvast_heartbeats_total 2`,
 		`rayvast_nodes{state="enrolled"} 1`, `rayvast_nodes{state="ended"} 1`, `rayvast_refusals_total{endpoint="port_b",reason="not_enrolled_or_ended"} 1`,
 		// the port check gate is wired in: idle, nothing running or waiting
 		`rayvast_port_checks{kind="running"} 0`, `rayvast_port_checks{kind="waiting"} 0`} {
-		if !strings.Contains(string(mtext), want+"\n") {
+		if !strings.Contains(mtext, want+"\n") {
 			t.Errorf("metrics lack %q:\n%s", want, mtext)
 		}
 	}
 	// A node image with an old Ray: refused ray_version, shown in status.
-	var c4 wire.CandidateCreated
-	if st := adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-4", PublicIP: "127.0.4.4"}, &c4); st != 201 {
-		t.Fatalf("create: %d", st)
+	c4, err := adm.Create(ctx, wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-4", PublicIP: "127.0.4.4"})
+	if err != nil {
+		t.Fatalf("create: %v", err)
 	}
 	oldRay := func() int {
 		a, err := fakeagent.Start("127.0.4.4", fakeagent.Answer)
@@ -279,8 +253,10 @@ func TestHeadBinary(t *testing.T) {
 	}
 
 	// SIGTERM during an enrollment whose port check is slow: it finishes.
-	var c3 wire.CandidateCreated
-	adminDo(t, adm, "POST", "/v1/candidates", wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-3", PublicIP: "127.0.4.3"}, &c3)
+	c3, err := adm.Create(ctx, wire.CandidateRequest{NodeType: "cpu", InstanceID: "it-3", PublicIP: "127.0.4.3"})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
 	silent, err := fakeagent.Start("127.0.4.3", fakeagent.Silent)
 	if err != nil {
 		t.Fatal(err)

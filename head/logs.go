@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"path/filepath"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/rayvast/rayvast/head/nodeview"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/termtext"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // followEvery is how often `head logs --follow` asks again.
@@ -128,17 +126,12 @@ func lookupNode(ctx context.Context, state, name string, stderr io.Writer) (*sta
 		return nil, nodeview.Match{}, 1
 	}
 	c := adminclient.Unix(filepath.Join(state, statedir.AdminSocket), 30*time.Second)
-	var cands []wire.Candidate
-	var nodes []wire.Node
-	if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err != nil {
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
 		fmt.Fprintf(stderr, "head: %v\n", err)
 		return nil, nodeview.Match{}, 1
 	}
-	if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head: %v\n", err)
-		return nil, nodeview.Match{}, 1
-	}
-	m, err := nodeview.Resolve(cands, nodes, name)
+	m, err := nodeview.Resolve(snap.Candidates, snap.Nodes, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "head: %s\n", termtext.Field(err.Error()))
 		return nil, nodeview.Match{}, 1

@@ -2,21 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
-	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/config"
-	"github.com/rayvast/rayvast/head/provider"
-	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/registry"
-	"github.com/rayvast/rayvast/head/rentals"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/statedir"
 )
 
@@ -31,16 +26,6 @@ type serveFlags struct {
 	// set it.
 	nft func(ctx context.Context, script string) error
 }
-
-// Refusal rate limit per source IP: a burst of 10 (docs/protocol.md §6), then one more
-// every 10 s.
-const (
-	refusalBurst  = 10
-	refusalRefill = 10 * time.Second
-	// shutdownGrace bounds how long SIGTERM waits for in-flight requests
-	// (an enrollment's port check takes at most 10 s).
-	shutdownGrace = 30 * time.Second
-)
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("head serve", flag.ContinueOnError)
@@ -85,15 +70,15 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "head serve: %v\n", err)
 		return 2
 	}
-	f.provider = providerKind(f.provider, cfg)
-	f.privateNetwork = privateNetwork(cfg)
+	f.provider = server.ProviderKind(f.provider, cfg)
+	f.privateNetwork = server.PrivateNetwork(cfg)
 	switch {
 	case f.firewall != "on" && f.firewall != "off" && f.firewall != "auto":
 		fmt.Fprintf(stderr, "head serve: --firewall %q: want on, off or auto\n", f.firewall)
 		return 2
 	}
 	f.nft = headNft
-	if err := checkFirewall(context.Background(), f, f.nft); err != nil {
+	if err := f.server(nil, cfg, nil, server.Hooks{}).CheckFirewall(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "head serve: %v\n", err)
 		return 2
 	}
@@ -103,116 +88,22 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serve(ctx, f, cfg, log, serveHooks{}); err != nil {
+	st, err := statedir.Load(f.state)
+	if err != nil {
+		log.Error("head serve failed", "err", err)
+		return 1
+	}
+	if err := server.Run(ctx, f.server(st, cfg, log, server.Hooks{})); err != nil {
 		log.Error("head serve failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-// serveHooks let `head up` act between serve's steps; `head serve` sets none.
-type serveHooks struct {
-	// provider runs once the provider is open (a Docker network exists, so
-	// its gateway can be bound) and before the ports listen.
-	provider func(ctx context.Context) error
-	// listening runs once ports A and B and the admin socket listen.
-	listening func(portA, portB, adminSock string)
-	// rayPorts lists the Ray head's ports for the firewall to guard (nil:
-	// no Ray head here).
-	rayPorts func() ([]int, error)
-	// rayHead is the running Ray head's ID for heartbeat answers (nil: the
-	// head runs no Ray head).
-	rayHead func() (id string, ok bool)
-}
-
-// serve runs the head in its phases: read the inputs, open the state, the
-// provider and its driver, the listeners, the servers' parts, the
-// reconcile loop and the background loops; then serve until ctx ends.
-func serve(ctx context.Context, f serveFlags, cfg *config.Config, log *slog.Logger, hooks serveHooks) error {
-	in, err := loadInputs(f, cfg, log)
-	if err != nil {
-		return err
-	}
-	st := in.st
-	reg, closeState, err := openState(st, log)
-	if err != nil {
-		return err
-	}
-	defer closeState()
-	block := blocklist.New(time.Now)
-	prov, err := startProvider(ctx, f.provider, cfg, block, provider.Options{Cluster: in.cluster, StateDir: st.Dir, HeadIP: st.HeadIP, Log: log.With("provider", f.provider)})
-	if err != nil {
-		return err
-	}
-	if prov != nil {
-		defer prov.Close()
-	}
-	driver := rentals.New(rentals.Config{Provider: prov, Registry: reg, Blocklist: block, NodeTypes: cfg.NodeTypes,
-		Command: in.command, MaxDPHTotal: cfg.MaxDPHTotal, Log: log.With("part", "rentals")})
-	defer driver.Close()
-	if err := driver.Reattach(ctx); err != nil {
-		return err
-	}
-	if hooks.provider != nil {
-		if err := hooks.provider(ctx); err != nil {
-			return err
-		}
-	}
-
-	ls, err := openListeners(f, st)
-	if err != nil {
-		return err
-	}
-	var pauses *reconcile.Pauses
-	if prov != nil && cfg.Autoscaler != nil {
-		pauses = &reconcile.Pauses{}
-	}
-	p := newParts(cfg, in, reg, block, driver, ls, pauses, hooks.rayHead, log)
-	if prov != nil {
-		sweep, replaceBefore := timing(prov)
-		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin, Rentals: prov,
-			Blocklist: block, Status: driver.ProviderStatus,
-			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
-			Firewall:      firewallOn(f),
-			Nft:           f.nft,
-			RayPorts:      hooks.rayPorts,
-			MaxDPHTotal:   cfg.MaxDPHTotal,
-			RayScales:     cfg.Autoscaler != nil,
-			Pauses:        pauses,
-			SweepEvery:    sweep,
-			ReplaceBefore: replaceBefore,
-			Log:           log.With("part", "reconcile")})
-		if err != nil {
-			ls.close()
-			return err
-		}
-		defer stopLoop()
-	} else if firewallOn(f) {
-		// An external provider rents (none): the firewall follows the
-		// candidates and nodes it names through the admin API.
-		stopGuard, err := reconcile.StartGuard(ctx, reconcile.GuardConfig{Admin: p.admin, StateDir: st.Dir,
-			Ports: []int{ls.portA(), ls.portB()}, RayPorts: hooks.rayPorts, Nft: f.nft, Log: log.With("part", "firewall")})
-		if err != nil {
-			ls.close()
-			return err
-		}
-		defer stopGuard()
-	}
-	stopLoops, waitLoops := startLoops(reg, f.retention, p, driver, cfg, st, log)
-	servers := httpServers(p, ls, st, log)
-	serveErr := startServers(servers)
-	log.Info("head serving", "port_a", ls.a.Addr().String(), "port_b", ls.b.Addr().String(),
-		"admin", st.Path(statedir.AdminSocket), "provider", f.provider, "head_ip", st.HeadIP,
-		"ca_sha256", st.CA.Fingerprint(), "bootstrap_sha256", hex.EncodeToString(in.agentSum[:]),
-		"heartbeat_interval", cfg.HeartbeatInterval.String(), "node_types", len(cfg.NodeTypes))
-	if hooks.listening != nil {
-		hooks.listening(ls.a.Addr().String(), ls.b.Addr().String(), st.Path(statedir.AdminSocket))
-	}
-	err = shutdownWhenDone(ctx, serveErr, servers, stopLoops, log)
-	waitLoops()
-	os.Remove(st.Path(statedir.AdminSocket))
-	if err == nil {
-		log.Info("stopped")
-	}
-	return err
+// server is the server's Config from the flags, the state dir (loaded
+// once) and the config file.
+func (f serveFlags) server(st *statedir.State, cfg *config.Config, log *slog.Logger, hooks server.Hooks) server.Config {
+	return server.Config{State: st, File: cfg, Agent: f.agent, Shim: f.shim, Bootloader: f.bootloader,
+		ListenA: f.listenA, ListenB: f.listenB, Provider: f.provider, Firewall: f.firewall, PrivateNetwork: f.privateNetwork,
+		Retention: f.retention, Nft: f.nft, Log: log, Hooks: hooks}
 }

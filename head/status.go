@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -39,19 +38,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	c := adminclient.Unix(filepath.Join(*state, statedir.AdminSocket), 30*time.Second)
-	var cands []wire.Candidate
-	var nodes []wire.Node
-	if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err != nil {
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
 		fmt.Fprintf(stderr, "head status: %s\n", termtext.Field(err.Error()))
 		return 1
 	}
-	if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
-		fmt.Fprintf(stderr, "head status: %s\n", termtext.Field(err.Error()))
-		return 1
-	}
-	printStatus(stdout, cands, nodes, time.Now())
-	var prov wire.ProviderStatus
-	if err := c.Do(ctx, http.MethodGet, "/v1/provider", nil, &prov, http.StatusOK); err == nil {
+	printStatus(stdout, snap.Candidates, snap.Nodes, time.Now())
+	if prov, err := c.Provider(ctx); err == nil {
 		printProvider(stdout, prov, time.Now())
 		printTerms(stdout, prov.Rentals, time.Now())
 	}

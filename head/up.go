@@ -23,8 +23,10 @@ import (
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/shim"
 	"github.com/rayvast/rayvast/head/statedir"
+	"github.com/rayvast/rayvast/head/teardown"
 	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/rayenv"
 )
@@ -82,10 +84,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "head up: %v\n", err)
 		return 2
 	}
-	f.provider = providerKind("", cfg)
-	f.privateNetwork = privateNetwork(cfg)
+	f.provider = server.ProviderKind("", cfg)
+	f.privateNetwork = server.PrivateNetwork(cfg)
 	f.nft = headNft
-	if err := checkFirewall(ctx, *f, f.nft); err != nil {
+	if err := f.server(nil, cfg, nil, server.Hooks{}).CheckFirewall(ctx); err != nil {
 		fmt.Fprintf(stderr, "head up: %v\n", err)
 		return 2
 	}
@@ -108,8 +110,8 @@ func defaultStateDir(cfgPath string) string {
 // up is head up after the flags: init, Ray head, serve. It returns the exit code.
 func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr io.Writer) int {
 	f := u.serve
-	f.provider = providerKind("", cfg)
-	f.privateNetwork = privateNetwork(cfg)
+	f.provider = server.ProviderKind("", cfg)
+	f.privateNetwork = server.PrivateNetwork(cfg)
 	if f.state == "" {
 		f.state = defaultStateDir(f.config)
 	}
@@ -125,10 +127,7 @@ func up(ctx context.Context, u upFlags, cfg *config.Config, p *progress, stderr 
 	if _, err := netip.ParseAddr(u.ip); err != nil {
 		return fail(2, "head IP %q: not an IP literal (ray.head_address's host, or --ip)", u.ip)
 	}
-	if err := ensureState(f.state, u.ip, cfg.Cluster, p); err != nil {
-		return fail(1, "%v", err)
-	}
-	st, err := statedir.Load(f.state)
+	st, err := ensureState(f.state, u.ip, cfg.Cluster, p)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -173,7 +172,9 @@ type upRun struct {
 	// autoscalerYAML is STATE/autoscaler.yaml once written for the Ray
 	// head's autoscaler ("" when the autoscaler is off).
 	autoscalerYAML string
-	listened       atomic.Bool // serving got as far as its ports (past the state dir's lock)
+	// srv is the running head once its ports listen (past the state dir's
+	// lock); nil before.
+	srv atomic.Pointer[server.Server]
 }
 
 func (r *upRun) run(ctx context.Context) int {
@@ -189,14 +190,16 @@ func (r *upRun) run(ctx context.Context) int {
 		defer close(watcher)
 		select {
 		case <-ctx.Done():
-			if r.u.downOnExit && r.listened.Load() {
-				downCode <- downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
+			if srv := r.srv.Load(); r.u.downOnExit && srv != nil {
+				// Through the head's own admin API, in-process: the
+				// candidates end with the reason "down".
+				downCode <- r.downOnExit(srv.Cluster())
 			}
 			stopServe()
 		case <-serveCtx.Done():
 		}
 	}()
-	serveErr := serve(serveCtx, r.f, r.cfg, r.log, r.hooks(ctx, rayCtx))
+	serveErr := server.Run(serveCtx, r.f.server(r.st, r.cfg, r.log, r.hooks(ctx, rayCtx)))
 	stopServe()
 	<-watcher
 	stopRay()
@@ -220,8 +223,8 @@ func (r *upRun) run(ctx context.Context) int {
 			// Serving ended by itself. Only a head that served ends the
 			// rentals: one refused (another head holds the state dir) must
 			// not end the running head's cluster.
-			if r.listened.Load() {
-				c = downOnExit(r.st.Dir, r.f.config, r.p, r.stderr)
+			if r.srv.Load() != nil {
+				c = r.downOnExit(nil) // no head runs: the provider ends the rentals
 			}
 		}
 		if c != 0 && code == 0 {
@@ -235,9 +238,9 @@ func (r *upRun) run(ctx context.Context) int {
 
 // hooks start the Ray head once the provider is open (a Docker network's
 // gateway exists to bind) and the progress once the ports listen.
-func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
-	return serveHooks{
-		provider: func(context.Context) error {
+func (r *upRun) hooks(ctx, rayCtx context.Context) server.Hooks {
+	return server.Hooks{
+		Provider: func(context.Context) error {
 			r.p.step("provider %s: ready", r.f.provider)
 			if r.u.noRayHead {
 				r.p.step("Ray head: run elsewhere, at %s (--no-ray-head)", r.cfg.Ray.HeadAddress)
@@ -266,33 +269,33 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) serveHooks {
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
 			r.p.step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
 			go r.announceRayHead(rayCtx, run)
-			if !firewallOn(r.f) {
+			if !r.firewallOn() {
 				go sayPublicRayPorts(rayCtx, r.st.Dir, r.p, 5*time.Second, time.Minute)
 			}
 			return nil
 		},
-		rayPorts: r.rayPorts(),
-		rayHead: func() (string, bool) {
+		RayPorts: r.rayPorts(),
+		RayHead: func() (string, bool) {
 			if run := r.rayRun.Load(); run != nil {
 				return run.Current()
 			}
 			return "", false
 		},
-		listening: func(a, b, sock string) {
-			r.listened.Store(true)
-			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", a, b, sock)
-			if firewallOn(r.f) {
+		Listening: func(srv *server.Server) {
+			r.srv.Store(srv)
+			r.p.step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", srv.PortA, srv.PortB, srv.AdminSocket)
+			if r.firewallOn() {
 				r.p.step("firewall: on (nftables table inet %s): ports A and B and the Ray head's ports take connections only from the candidates' and nodes' IPs and this machine",
 					firewall.TableForStateDir(r.st.Dir))
 			}
 			if r.autoscalerYAML == "" {
-				if path, err := writeAutoscalerYAML(r.st, r.cfg, sock); err != nil {
+				if path, err := writeAutoscalerYAML(r.st, r.cfg, srv.AdminSocket); err != nil {
 					r.log.Warn("autoscaler yaml", "err", err)
 				} else {
 					r.p.step("Ray autoscaler config: %s", path)
 				}
 			}
-			go r.p.watch(ctx, sock, r.st.Dir)
+			go r.p.watch(ctx, srv, r.st.Dir)
 		},
 	}
 }
@@ -303,7 +306,7 @@ func (r *upRun) rayPorts() func() ([]int, error) {
 	if r.u.noRayHead {
 		return nil
 	}
-	return rayHeadPorts(r.st.Dir)
+	return rayhead.FirewallPorts(r.st.Dir)
 }
 
 // rayFailing tells the user that the Ray head fails the same way again,
@@ -331,31 +334,43 @@ func (r *upRun) announceRayHead(ctx context.Context, run *rayhead.Run) {
 	}
 }
 
-// downOnExit is head down for --down-on-exit.
-func downOnExit(state, cfgPath string, p *progress, stderr io.Writer) int {
-	p.step("--down-on-exit: ending every candidate and rental")
+// firewallOn is whether the head guards its ports (server.Config.FirewallOn).
+func (r *upRun) firewallOn() bool { return r.f.server(r.st, r.cfg, nil, server.Hooks{}).FirewallOn() }
+
+// downOnExit is head down for --down-on-exit, through head, the running
+// head in-process (nil: none runs any more, the provider ends the rentals).
+func (r *upRun) downOnExit(head teardown.Cluster) int {
+	r.p.step("--down-on-exit: ending every candidate and rental")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	p.mu.Lock()
-	p.clearLive()
-	p.mu.Unlock()
-	return runDown(ctx, []string{"--state", state, "--config", cfgPath}, p.w, stderr)
+	r.p.mu.Lock()
+	r.p.clearLive()
+	r.p.mu.Unlock()
+	t := downTarget{st: r.st, cluster: r.st.Cluster, kind: r.f.provider, pc: r.cfg.Provider, head: head}
+	if r.cfg.Cluster != "" {
+		t.cluster = r.cfg.Cluster
+	}
+	if err := down(ctx, t, r.p.w, slog.New(slog.NewTextHandler(r.stderr, nil))); err != nil {
+		fmt.Fprintf(r.stderr, "head down: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
-// ensureState runs head init when dir has no state yet.
-func ensureState(dir, ip, cluster string, p *progress) error {
-	if _, err := statedir.Load(dir); err == nil {
+// ensureState runs head init when dir has no state yet, and loads it.
+func ensureState(dir, ip, cluster string, p *progress) (*statedir.State, error) {
+	if st, err := statedir.Load(dir); err == nil {
 		p.step("state: %s (existing)", dir)
-		return nil
+		return st, nil
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("state dir %s: exists but holds no complete state (not made by head init?)", dir)
+		return nil, fmt.Errorf("state dir %s: exists but holds no complete state (not made by head init?)", dir)
 	}
 	if err := statedir.Init(statedir.Options{Dir: dir, IP: ip, Cluster: cluster}); err != nil {
-		return err
+		return nil, err
 	}
 	p.step("state: made %s (cluster CA, head certificate for %s, cluster token)", dir, ip)
-	return nil
+	return statedir.Load(dir)
 }
 
 // upLog writes the head's full log to path and its warnings to stderr too.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -160,8 +159,8 @@ func TestUp(t *testing.T) {
 		t.Errorf("Ray head env: %v", rec.Env)
 	}
 	admin := adminclient.Unix(filepath.Join(state, statedir.AdminSocket), 5*time.Second)
-	var created wire.CandidateCreated
-	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &created, http.StatusCreated); err != nil {
+	created, err := admin.Create(context.Background(), wire.CandidateRequest{NodeType: "cpu"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "the candidate's line", func() bool { return strings.Contains(r.out.String(), "rental "+created.CandidateID+" (cpu): pending") })
@@ -302,16 +301,15 @@ func TestUpSecondOnSameState(t *testing.T) {
 	first := startUp(t, args...)
 	first.waitFor(t, "the live summary", func() bool { return strings.Contains(first.out.String(), "Ray head: running") })
 	admin := adminclient.Unix(filepath.Join(dir, "cluster.state", statedir.AdminSocket), 5*time.Second)
-	var created wire.CandidateCreated
-	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: "cpu"}, &created, http.StatusCreated); err != nil {
+	created, err := admin.Create(context.Background(), wire.CandidateRequest{NodeType: "cpu"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), append([]string{"up", "--down-on-exit"}, args...), &out, &errb); code != 1 {
 		t.Errorf("second head up: exit %d, want 1\n%s", code, errb.String())
 	}
-	var c wire.Candidate
-	if err := admin.Do(context.Background(), http.MethodGet, "/v1/candidates/"+created.CandidateID, nil, &c, http.StatusOK); err != nil || c.State == wire.StateEnded {
+	if c, err := admin.Candidate(context.Background(), created.CandidateID); err != nil || c.State == wire.StateEnded {
 		t.Errorf("the running head's candidate after a refused second up: %+v %v", c, err)
 	}
 	if code := first.stop(t); code != 0 {
@@ -368,7 +366,7 @@ func TestUpAutoscaler(t *testing.T) {
 		t.Errorf("autoscaler.yaml: idle %v, provider %v", as["idle_timeout_minutes"], as["provider"])
 	}
 	// The stand-in refuses --autoscaling-config (it does not model Ray's
-	// autoscaler; tools/autoscaler's and the e2e suite's real-Ray tests
+	// autoscaler; head/rayhead/autoscaler's and the e2e suite's real-Ray tests
 	// run it), so its Ray head never says it started: wait for the ports.
 	r.waitFor(t, "the ports", func() bool { return strings.Contains(r.out.String(), "listening: port A") })
 	for _, want := range []string{"Ray autoscaler: on", "node types cpu have no cpus"} {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/rayhead/autoscaler"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/atomicfile"
-	"github.com/rayvast/rayvast/tools/autoscaler"
 )
 
 // AutoscalerFile is the Ray cluster config head up writes into the state
@@ -27,11 +27,11 @@ const PluginDir = "autoscaler"
 const defaultIdleTimeoutMinutes = 5.0
 
 // autoscalerConfig is the Ray cluster config of this cluster for the
-// rayvast plugin (tools/autoscaler). Every key Ray's v1 StandardAutoscaler
+// rayvast plugin (head/rayhead/autoscaler). Every key Ray's v1 StandardAutoscaler
 // indexes directly is present (it reads the YAML raw), the head has a node
 // type (v2 validates that), no node is ever reached by SSH
 // (disable_node_updaters) and a monitor restart does not end every node as
-// outdated (disable_launch_config_check). tools/autoscaler's test validates
+// outdated (disable_launch_config_check). head/rayhead/autoscaler's test validates
 // the result against Ray's ray-schema.json.
 func autoscalerConfig(cluster, sock, headIP string, cfg *config.Config) map[string]any {
 	types := map[string]any{
@@ -107,7 +107,7 @@ func writeAutoscalerYAML(st *statedir.State, cfg *config.Config, sock string) (s
 		return "", err
 	}
 	head := "# Ray cluster config of rayvast cluster " + cluster + ", written by head up.\n" +
-		"# Put tools/autoscaler on the Ray head's PYTHONPATH; see tools/autoscaler/example.yaml.\n"
+		"# Put head/rayhead/autoscaler on the Ray head's PYTHONPATH; see head/rayhead/autoscaler/example.yaml.\n"
 	path := st.Path(AutoscalerFile)
 	// Atomic: Ray's monitor reads the file again on every update.
 	if err := atomicfile.Write(path, append([]byte(head), append(b, '\n')...), 0o600); err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 // TestAutoscalerYAMLPassesRaySchema: the Ray cluster config head up writes
-// for each example passes tools/autoscaler/check_config.py (Ray's own
+// for each example passes head/rayhead/autoscaler/check_config.py (Ray's own
 // ray-schema.json, validate_config's checks, every key v1 indexes).
 func TestAutoscalerYAMLPassesRaySchema(t *testing.T) {
 	// python3 on PATH first (it may be a pyenv one with the modules), then
@@ -45,7 +45,7 @@ func TestAutoscalerYAMLPassesRaySchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(py, "-B", "../tools/autoscaler/check_config.py", path).CombinedOutput()
+		out, err := exec.Command(py, "-B", "rayhead/autoscaler/check_config.py", path).CombinedOutput()
 		if err != nil {
 			t.Errorf("%s: check_config: %v\n%s", ex, err, out)
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,9 +80,8 @@ func testUpFirewallNone(t *testing.T, flags ...string) {
 		t.Fatalf("no firewall table made:\n%s", nft.all())
 	}
 	admin := adminclient.Unix(st.Path(statedir.AdminSocket), 5*time.Second)
-	var created wire.CandidateCreated
 	req := wire.CandidateRequest{NodeType: "cpu", InstanceID: "ext-1", PublicIP: "198.51.100.23"}
-	if err := admin.Do(context.Background(), http.MethodPost, "/v1/candidates", req, &created, http.StatusCreated); err != nil {
+	if _, err := admin.Create(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "the candidate's IP in the allowed set", func() bool { return strings.Contains(nft.all(), "198.51.100.23") })

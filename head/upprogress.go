@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -12,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -79,25 +78,23 @@ func (p *progress) summary(s string) {
 	fmt.Fprintln(p.w, s)
 }
 
-// watch polls the admin API every 2 s until ctx ends.
-func (p *progress) watch(ctx context.Context, sock, stateDir string) {
-	c := adminclient.Unix(sock, 10*time.Second)
+// watch follows the running head's candidates every 2 s, through its Go
+// methods (never its own admin socket), until ctx ends or the head stops.
+func (p *progress) watch(ctx context.Context, srv *server.Server, stateDir string) {
 	seen := map[string]string{} // candidate → last state shown
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
-		var cands []wire.Candidate
-		var nodes []wire.Node
-		if err := c.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK); err == nil {
-			_ = c.Do(ctx, http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK)
-			for _, line := range changes(seen, cands) {
-				p.step("%s", line)
-			}
-			ray, _, _ := rayhead.ReadStatus(stateDir)
-			p.summary(summaryLine(cands, nodes, ray))
+		cands, nodes := srv.Candidates(), srv.Nodes()
+		for _, line := range changes(seen, cands) {
+			p.step("%s", line)
 		}
+		ray, _, _ := rayhead.ReadStatus(stateDir)
+		p.summary(summaryLine(cands, nodes, ray))
 		select {
 		case <-ctx.Done():
+			return
+		case <-srv.Done():
 			return
 		case <-tick.C:
 		}

@@ -151,7 +151,7 @@ func (s *Server) listCandidates(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
-	answer.JSON(w, http.StatusOK, s.cfg.Registry.Nodes())
+	answer.JSON(w, http.StatusOK, s.Nodes())
 	return nil
 }
 
@@ -165,7 +165,7 @@ func (s *Server) listBlocklist(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) providerStatus(w http.ResponseWriter, r *http.Request) error {
-	st := wire.ProviderStatus{Kind: "none"}
+	st := wire.ProviderStatus{Kind: wire.ProviderNone}
 	if s.cfg.Provider != nil {
 		st = s.cfg.Provider()
 	}

@@ -17,6 +17,9 @@ import (
 // Candidates lists every candidate (GET /v1/candidates).
 func (s *Server) Candidates() []wire.Candidate { return s.cfg.Registry.Candidates() }
 
+// Nodes is GET /v1/nodes's answer, for the head's own callers.
+func (s *Server) Nodes() []wire.Node { return s.cfg.Registry.Nodes() }
+
 // Create makes a candidate (POST /v1/candidates) and hands it to the
 // provider driver to rent with env, the docs/protocol.md §2 rental env, join token
 // included.

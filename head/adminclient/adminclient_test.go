@@ -39,13 +39,13 @@ func TestUnix(t *testing.T) {
 
 	c := Unix(sock, 5*time.Second)
 	var out map[string]string
-	if err := c.Do(t.Context(), http.MethodPost, "/v1/candidates", map[string]string{"x": "y"}, &out, http.StatusCreated); err != nil {
+	if err := c.do(t.Context(), http.MethodPost, "/v1/candidates", map[string]string{"x": "y"}, &out, http.StatusCreated); err != nil {
 		t.Fatal(err)
 	}
 	if out["echo"] != "y" || out["path"] != "/v1/candidates" {
 		t.Errorf("got %v", out)
 	}
-	err = c.Do(t.Context(), http.MethodGet, "/v1/nodes", nil, nil, http.StatusOK)
+	err = c.do(t.Context(), http.MethodGet, "/v1/nodes", nil, nil, http.StatusOK)
 	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("wrong status: err = %v, want one naming 409 and the answer", err)
 	}

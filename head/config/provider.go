@@ -13,7 +13,7 @@ import (
 // ProviderKinds are the kinds of provider.kind (docs/protocol.md §8) and of the head's
 // --provider: none (an external provider drives the admin API), or one
 // of the built-in providers.
-var ProviderKinds = []string{"none", "docker", "vast"}
+var ProviderKinds = []string{wire.ProviderNone, wire.ProviderDocker, wire.ProviderVast}
 
 // CheckProviderKind refuses a kind not in ProviderKinds.
 func CheckProviderKind(kind string) error {
@@ -49,20 +49,20 @@ func validateProvider(c *wire.Config) error {
 	if p.PerIP < 0 {
 		return fmt.Errorf("provider.per_ip: must not be negative")
 	}
-	if p.Kind != "docker" && (p.Hairpin || p.PerIP != 0) {
+	if p.Kind != wire.ProviderDocker && (p.Hairpin || p.PerIP != 0) {
 		return fmt.Errorf("provider: hairpin and per_ip shape the docker provider's local network, not %s's", p.Kind)
 	}
-	if p.Kind != "none" && p.PrivateNetwork {
+	if p.Kind != wire.ProviderNone && p.PrivateNetwork {
 		return fmt.Errorf("provider.private_network: kind %s's network is not yours to call private (vast's is the internet; docker's is local, its firewall off by default)", p.Kind)
 	}
-	if p.Kind != "vast" {
+	if p.Kind != wire.ProviderVast {
 		// Only vast rents by offer; a docker or none block with vast's
 		// settings is a config mixed up, not something to ignore.
 		if p.BaseURL != "" || p.APIKeyFile != "" || p.DiskGB != 0 || len(p.NodeTypes) > 0 || !p.OfferFilters.Empty() ||
 			p.ReplaceBeforeEndS != nil || p.PriceIncreaseMaxDPH != 0 {
 			return fmt.Errorf("provider: base_url, api_key_file, disk_gb, node_types, replace_before_end_s, price_increase_max_dph and offer filters are vast settings, not %s's", p.Kind)
 		}
-		if p.Kind == "none" && p.Image != "" {
+		if p.Kind == wire.ProviderNone && p.Image != "" {
 			return fmt.Errorf("provider.image: kind none rents nothing")
 		}
 		return nil

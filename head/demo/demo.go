@@ -28,11 +28,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/rayenv"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // Node types of the demo config. The unsafe one is rented with NET_RAW kept
@@ -194,11 +196,13 @@ func (d *demo) run(ctx context.Context) int {
 
 	unsafe := map[string]bool{}
 	for _, t := range []string{safeType, safeType, unsafeType} {
-		id, err := admin.createCandidate(ctx, t)
+		// The join token in the answer is not kept: with the docker
+		// provider the head rents the container itself.
+		cr, err := admin.Create(ctx, wire.CandidateRequest{NodeType: t})
 		if err != nil {
 			return d.fail("%v (head log: %s)", err, d.logFile.Name())
 		}
-		unsafe[id] = t == unsafeType
+		unsafe[cr.CandidateID] = t == unsafeType
 	}
 	d.say("· 3 candidates asked for; %s* keeps NET_RAW on purpose and must be refused\n", unsafeType)
 	rows, err := d.watch(ctx, admin, unsafe)
@@ -222,8 +226,8 @@ func (d *demo) run(ctx context.Context) int {
 		return exitCode(ok)
 	}
 	d.say("\nThe cluster keeps running: admin socket %s, head log %s.", filepath.Join(d.stateDir, statedir.AdminSocket), d.logFile.Name())
-	d.say("Try, in another terminal:\n  %s status --state %s\n  docker ps --filter label=%s=%s\n  curl -s --unix-socket %s http://head/v1/nodes",
-		d.exe, d.stateDir, vastnet.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, statedir.AdminSocket))
+	d.say("Try, in another terminal:\n  %s status --state %s\n  docker ps --filter label=%s=%s\n  curl -s --unix-socket %s http://head%s",
+		d.exe, d.stateDir, vastnet.LabelCluster, d.o.cluster, filepath.Join(d.stateDir, statedir.AdminSocket), adminclient.NodesPath)
 	if d.python != "" {
 		d.say("  %s run --state %s -- python your_job.py        (a Ray driver with the cluster's TLS and token)", d.exe, d.stateDir)
 		d.say("  %s run --state %s -- ray job submit -- python3 -c 'import ray; ray.init(); print(ray.cluster_resources())'", d.exe, d.stateDir)

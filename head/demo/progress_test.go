@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -69,16 +68,6 @@ func TestSummarizeLog(t *testing.T) {
 	for _, tt := range tests {
 		if got := summarizeLog([]byte(tt.in)); got != tt.want {
 			t.Errorf("summarizeLog(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
-// TestDecodeList accepts a bare array or an object wrapping one.
-func TestDecodeList(t *testing.T) {
-	for _, in := range []string{`[{"candidate_id":"a"}]`, `{"candidates":[{"candidate_id":"a"}]}`} {
-		var got []wire.Candidate
-		if err := decodeList(json.RawMessage(in), &got); err != nil || len(got) != 1 || got[0].CandidateID != "a" {
-			t.Errorf("decodeList(%s) = %+v, %v", in, got, err)
 		}
 	}
 }

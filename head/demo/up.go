@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/statedir"
@@ -44,7 +45,7 @@ func (d *demo) config(gw string) wire.Config {
 		Ray:                wire.RayHead{HeadAddress: net.JoinHostPort(gw, "6379")},
 		NodeTypes:          map[string]wire.NodeType{safeType: nt(2), unsafeType: nt(1)},
 		GuestAPI:           wire.GuestAPIPolicy{AnonymousScopes: []string{"guest:version", "guest:health"}},
-		Provider:           &wire.ProviderConfig{Kind: "docker"},
+		Provider:           &wire.ProviderConfig{Kind: wire.ProviderDocker},
 		HeartbeatIntervalS: d.o.interval,
 	}
 }
@@ -54,7 +55,7 @@ func (d *demo) config(gw string) wire.Config {
 // Ray head is real Ray from the demo's venv, or with --ray stand-in the
 // stand-in ray of the candidate image (--fakeray; with none found, the
 // demo runs without a Ray head of its own).
-func (d *demo) startUp(ctx context.Context, gw, agent, boot, img string) (*adminClient, error) {
+func (d *demo) startUp(ctx context.Context, gw, agent, boot, img string) (*adminclient.Client, error) {
 	cfgPath := filepath.Join(d.workDir, "config.json")
 	b, _ := json.MarshalIndent(d.config(gw), "", "  ")
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
@@ -107,7 +108,7 @@ func (d *demo) startUp(ctx context.Context, gw, agent, boot, img string) (*admin
 	admin := newAdminClient(filepath.Join(d.stateDir, statedir.AdminSocket))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := admin.candidates(ctx); err == nil {
+		if _, err := admin.Candidates(ctx); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			return nil, fmt.Errorf("head up did not answer on admin.sock: %v (log: %s)", err, d.logFile.Name())

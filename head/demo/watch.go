@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -16,7 +17,7 @@ import (
 
 // watch redraws the live table until every candidate has an outcome, the
 // timeout passes, or ctx ends.
-func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]bool) ([]row, error) {
+func (d *demo) watch(ctx context.Context, admin *adminclient.Client, unsafe map[string]bool) ([]row, error) {
 	tty := isTTY(d.out)
 	width := termWidth(d.out)
 	deadline := time.Now().Add(d.o.timeout)
@@ -26,11 +27,11 @@ func (d *demo) watch(ctx context.Context, admin *adminClient, unsafe map[string]
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		cands, err := admin.candidates(ctx)
+		cands, err := admin.Candidates(ctx)
 		if err != nil && ctx.Err() == nil {
 			return rows, err
 		}
-		nodes, _ := admin.nodes(ctx)
+		nodes, _ := admin.Nodes(ctx)
 		rows = buildRows(ours(cands, unsafe), nodes, d.containers(ctx), unsafe, d.now(), time.Duration(d.o.interval)*time.Second)
 		if tty {
 			if drawn > 0 {
@@ -111,7 +112,7 @@ func (d *demo) containers(ctx context.Context) map[string]container {
 
 // summary prints the final table and the blocklist; it reports whether the
 // demo went as designed (safe candidates are nodes, the unsafe one refused).
-func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool {
+func (d *demo) summary(ctx context.Context, admin *adminclient.Client, rows []row) bool {
 	d.say("\nSummary (TIME: from request to enrollment, or to the refusal)")
 	fmt.Fprintf(d.out, tableFormat+"%s\n", "CANDIDATE", "TYPE", "IP", "STATE", "TIME", "RESULT")
 	ok := len(rows) == 3
@@ -141,7 +142,7 @@ func (d *demo) summary(ctx context.Context, admin *adminClient, rows []row) bool
 			d.showLogs(ctx, r.ID)
 		}
 	}
-	if bl, err := admin.blocklist(ctx); err == nil && len(bl) > 0 {
+	if bl, err := admin.Blocklist(ctx); err == nil && len(bl) > 0 {
 		d.say("\nBlocklist (host ID = container name: all demo containers share this machine)")
 		for _, b := range bl {
 			d.say("  %s  %s until %s: %s", inert(b.HostID), inert(b.Class), b.Until.Format(time.RFC3339), inert(b.Reason))

@@ -2,46 +2,10 @@ package reconcile
 
 import (
 	"context"
-	"net/http"
-	"net/url"
-	"time"
 
 	"github.com/rayvast/rayvast/head/admin"
-	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/internal/wire"
 )
-
-// Admin is a Cluster over the admin API on its Unix socket: what `head
-// down` and external tools use.
-type Admin struct {
-	*adminclient.Client
-}
-
-// AdminSocket talks to the admin API on a Unix socket.
-func AdminSocket(path string) *Admin {
-	return &Admin{Client: adminclient.Unix(path, 30*time.Second)}
-}
-
-// Candidates implements Cluster.
-func (a *Admin) Candidates(ctx context.Context) ([]wire.Candidate, error) {
-	var cs []wire.Candidate
-	return cs, a.Do(ctx, http.MethodGet, "/v1/candidates", nil, &cs, http.StatusOK)
-}
-
-// Create implements Cluster. The join token in the answer is dropped at
-// once: the head already gave it to its provider.
-func (a *Admin) Create(ctx context.Context, nodeType string) (wire.Candidate, error) {
-	var cr wire.CandidateCreated
-	if err := a.Do(ctx, http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: nodeType}, &cr, http.StatusCreated); err != nil {
-		return wire.Candidate{}, err
-	}
-	return wire.Candidate{CandidateID: cr.CandidateID, NodeType: nodeType, State: wire.StatePending}, nil
-}
-
-// End implements Cluster. The admin API records the reason "deleted".
-func (a *Admin) End(ctx context.Context, candidateID, reason string) error {
-	return a.Do(ctx, http.MethodDelete, "/v1/candidates/"+url.PathEscape(candidateID), nil, nil, http.StatusNoContent)
-}
 
 // InProcess is the Cluster `head serve` gives its loop: the admin API's Go
 // methods, the code its HTTP handlers run, with the loop's reasons kept.

@@ -2,18 +2,13 @@ package reconcile
 
 import (
 	"context"
-	"net"
-	"net/http"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rayvast/rayvast/head/admin"
 	"github.com/rayvast/rayvast/head/blocklist"
-	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/registry"
-	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -72,79 +67,5 @@ func TestAdminPath(t *testing.T) {
 	}
 	if c, _ := reg.Candidate(id); c.State != wire.StateEnded || c.Reason != ReasonEnrollTimeout {
 		t.Errorf("ended candidate = %+v", c)
-	}
-}
-
-type listRentals struct {
-	mu        sync.Mutex
-	live      map[string]bool
-	destroyed []string
-}
-
-func (l *listRentals) List(context.Context) ([]provider.Rental, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []provider.Rental
-	for id := range l.live {
-		out = append(out, provider.Rental{InstanceID: id})
-	}
-	return out, nil
-}
-func (l *listRentals) Destroy(_ context.Context, id string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.live, id)
-	l.destroyed = append(l.destroyed, id)
-	return nil
-}
-
-type closer struct{ closed bool }
-
-func (c *closer) Close() error { c.closed = true; return nil }
-
-// TestDown: with the head serving its admin API on the socket, Down leaves
-// the marker, ends every live candidate (DELETE), destroys every rental
-// left and leaves the running head's firewall alone; with no head it still
-// destroys rentals and removes the firewall table.
-func TestDown(t *testing.T) {
-	dir := t.TempDir()
-	reg, _, adm := newAdmin(t)
-	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: adm.Handler()}
-	go srv.Serve(ln)
-	for i := 0; i < 3; i++ {
-		if _, _, err := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rs := &listRentals{live: map[string]bool{"11": true, "12": true}}
-	fw := &closer{}
-	rep, err := Down(context.Background(), DownConfig{StateDir: dir, Rentals: rs, Firewall: fw, Poll: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.HeadRunning || len(rep.Ended) != 3 || len(rep.Destroyed) != 2 || fw.closed {
-		t.Errorf("report = %+v, firewall closed %v", rep, fw.closed)
-	}
-	for _, c := range reg.Candidates() {
-		if c.State != wire.StateEnded {
-			t.Errorf("candidate %s is %s", c.CandidateID, c.State)
-		}
-	}
-	if !exists(DownFile(dir)) {
-		t.Error("no down marker")
-	}
-	srv.Close()
-
-	rs = &listRentals{live: map[string]bool{"13": true}}
-	rep, err = Down(context.Background(), DownConfig{StateDir: dir, Rentals: rs, Firewall: fw, Poll: time.Millisecond})
-	if err != nil || rep.HeadRunning || len(rep.Destroyed) != 1 || !fw.closed {
-		t.Errorf("down without head: %+v, %v, firewall closed %v", rep, err, fw.closed)
-	}
-	if _, err := Down(context.Background(), DownConfig{StateDir: dir, Poll: time.Millisecond}); err == nil {
-		t.Error("down without head and without provider: want an error")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/rayvast/rayvast/head/metrics"
@@ -285,3 +286,11 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// DownFileName is the marker `head down` (head/teardown) leaves in the state
+// dir: a running head's loop sees it, ends every candidate and rents
+// nothing more.
+const DownFileName = "down"
+
+// DownFile is the marker's path in a state dir.
+func DownFile(stateDir string) string { return filepath.Join(stateDir, DownFileName) }

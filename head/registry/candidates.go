@@ -107,7 +107,7 @@ func (r *Registry) Patch(id string, p wire.CandidatePatch) (wire.Candidate, erro
 	if c == nil {
 		return wire.Candidate{}, ErrNotFound
 	}
-	if !isLive(c.State) {
+	if !wire.Live(c.State) {
 		return wire.Candidate{}, fmt.Errorf("%w: candidate is %s", ErrConflict, c.State)
 	}
 	set := func(field, cur, v string) error {

@@ -44,7 +44,7 @@ func (r *Registry) Claim(instanceID, sourceIP string, tok secret.String, portKey
 	r.begin(id) // a concurrent claim of the same token waits here
 	defer r.end(id)
 	c := r.candidates[id]
-	if c == nil || !isLive(c.State) || c.InstanceID != instanceID {
+	if c == nil || !wire.Live(c.State) || c.InstanceID != instanceID {
 		return nil, r.unknown(instanceID)
 	}
 	if c.PublicIP == "" {
@@ -151,7 +151,7 @@ func (r *Registry) Complete(cl *Claim, e Enrolled) (wire.Node, error) {
 	defer r.end(id)
 	defer r.releaseLocked(id)
 	c := r.candidates[id]
-	if c == nil || !isLive(c.State) {
+	if c == nil || !wire.Live(c.State) {
 		return wire.Node{}, fmt.Errorf("complete enrollment: %w: candidate ended meanwhile", ErrConflict)
 	}
 	now := r.cfg.Now().UTC()
@@ -247,7 +247,7 @@ func (r *Registry) Postpone(cl *Claim) {
 	defer r.mu.Unlock()
 	id := cl.Candidate.CandidateID
 	r.releaseLocked(id)
-	if c := r.candidates[id]; c != nil && isLive(c.State) && c.State != wire.StateEnrolled {
+	if c := r.candidates[id]; c != nil && wire.Live(c.State) && c.State != wire.StateEnrolled {
 		r.resumable[id] = true
 	}
 }

@@ -21,7 +21,7 @@ func (r *Registry) Heartbeat(hb wire.Heartbeat) (string, error) {
 	now := r.cfg.Now().UTC()
 	n.LastHeartbeat, n.Seq, n.Ray = &now, hb.Seq, hb.Ray
 	r.lastSeen[n.InstanceID] = now
-	if c := r.candidates[n.CandidateID]; n.State == wire.StateLost || c == nil || !isLive(c.State) {
+	if c := r.candidates[n.CandidateID]; n.State == wire.StateLost || c == nil || !wire.Live(c.State) {
 		return wire.ActionStop, nil
 	}
 	return wire.ActionNone, nil

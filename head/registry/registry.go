@@ -207,10 +207,10 @@ func (r *Registry) restore(snap *snapshot) error {
 	var expired []*candidate
 	for _, c := range snap.Candidates {
 		r.candidates[c.CandidateID] = c
-		if c.InstanceID != "" && isLive(c.State) {
+		if c.InstanceID != "" && wire.Live(c.State) {
 			r.byInstance[c.InstanceID] = c.CandidateID
 		}
-		if c.Consumed && isLive(c.State) && c.State != wire.StateEnrolled && c.State != wire.StateLost {
+		if c.Consumed && wire.Live(c.State) && c.State != wire.StateEnrolled && c.State != wire.StateLost {
 			if now.Sub(c.ConsumedAt) < RetryWindow {
 				r.resumable[c.CandidateID] = true
 				continue
@@ -254,10 +254,6 @@ func (r *Registry) StoreID() string { return r.storeID }
 
 // Close closes the store.
 func (r *Registry) Close() error { return r.store.close() }
-
-func isLive(state string) bool {
-	return state != wire.StateEnded && state != wire.StateDestroyRequested
-}
 
 // HashToken is the at-rest form of a join token.
 func HashToken(tok secret.String) string {

@@ -61,12 +61,12 @@ func (r *Registry) setCandidate(c *candidate) {
 	if c.InstanceID == "" {
 		return
 	}
-	if isLive(c.State) {
+	if wire.Live(c.State) {
 		r.byInstance[c.InstanceID] = c.CandidateID
 	} else if r.byInstance[c.InstanceID] == c.CandidateID {
 		delete(r.byInstance, c.InstanceID)
 	}
-	if !isLive(c.State) {
+	if !wire.Live(c.State) {
 		delete(r.resumable, c.CandidateID)
 	}
 }

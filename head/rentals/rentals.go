@@ -66,7 +66,7 @@ func New(cfg Config) *Driver {
 func (d *Driver) ProviderStatus() wire.ProviderStatus {
 	switch p := d.cfg.Provider.(type) {
 	case nil:
-		return wire.ProviderStatus{Kind: "none"}
+		return wire.ProviderStatus{Kind: wire.ProviderNone}
 	case provider.Statuser:
 		return p.Status()
 	default:

@@ -13,6 +13,14 @@ const (
 	StateDestroyRequested = "destroy_requested" // an external provider must end it
 )
 
+// Live is whether a candidate in state may still become, or is, a node:
+// its join token and certificate count, and the firewall lets its IP in.
+// The one owner of that rule; destroy_requested is not live (the head has
+// let it go) though it may still bill until the provider ends it.
+func Live(state string) bool {
+	return state != StateEnded && state != StateDestroyRequested
+}
+
 // CandidateRequest is the body of POST /v1/candidates.
 type CandidateRequest struct {
 	NodeType   string `json:"node_type"`

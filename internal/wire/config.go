@@ -63,6 +63,14 @@ type NodeType struct {
 	Labels     map[string]string  `json:"labels"`
 }
 
+// The provider kinds (ProviderConfig.Kind, --provider, GET /v1/provider's
+// kind): none is an external provider driving the admin API.
+const (
+	ProviderNone   = "none"
+	ProviderDocker = "docker"
+	ProviderVast   = "vast"
+)
+
 // ProviderConfig is the config's provider block: the kind and, for vast,
 // what to rent (the API key is never here: file or env var).
 type ProviderConfig struct {

@@ -1,12 +1,10 @@
 package agentflow
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -23,7 +22,7 @@ import (
 type head struct {
 	state  string
 	stderr *rvtest.Buffer
-	admin  *http.Client
+	admin  *adminclient.Client
 	bin    string
 	args   []string
 	cmd    *exec.Cmd
@@ -53,10 +52,7 @@ func startHead(t *testing.T, bin, agentBin, tmp, ip string) *head {
 		"--firewall", "off"} // the test's own namespaces: a private network
 	h.bin = bin
 	sock := filepath.Join(state, statedir.AdminSocket)
-	h.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		}}}
+	h.admin = adminclient.Unix(sock, 10*time.Second)
 	h.start(t)
 	t.Cleanup(h.stop)
 	return h
@@ -74,9 +70,8 @@ func (h *head) start(t *testing.T) {
 	go func() { cmd.Wait(); close(done) }()
 	h.cmd, h.done = cmd, done
 	for i := 0; ; i++ {
-		resp, err := h.admin.Get("http://head/v1/candidates")
+		_, err := h.admin.Candidates(context.Background())
 		if err == nil {
-			resp.Body.Close()
 			return
 		}
 		select {
@@ -107,17 +102,8 @@ func (h *head) stop() {
 
 func (h *head) createCandidate(t *testing.T, publicIP string) wire.CandidateCreated {
 	t.Helper()
-	body, _ := json.Marshal(wire.CandidateRequest{NodeType: "cpu", InstanceID: instanceID, PublicIP: publicIP, HostID: "host-e2e"})
-	resp, err := h.admin.Post("http://head/v1/candidates", "application/json", bytes.NewReader(body))
+	c, err := h.admin.Create(context.Background(), wire.CandidateRequest{NodeType: "cpu", InstanceID: instanceID, PublicIP: publicIP, HostID: "host-e2e"})
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var c wire.CandidateCreated
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /v1/candidates: status %d", resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -142,14 +128,9 @@ func (h *head) secrets(t *testing.T) map[string]string {
 
 func (h *head) nodes(t *testing.T) []wire.Node {
 	t.Helper()
-	resp, err := h.admin.Get("http://head/v1/nodes")
+	ns, err := h.admin.Nodes(context.Background())
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ns []wire.Node
-	if err := json.NewDecoder(resp.Body).Decode(&ns); err != nil {
-		t.Fatalf("GET /v1/nodes: %v", err)
 	}
 	return ns
 }

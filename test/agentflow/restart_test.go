@@ -1,7 +1,7 @@
 package agentflow
 
 import (
-	"encoding/json"
+	"context"
 	"slices"
 	"strings"
 	"syscall"
@@ -107,14 +107,9 @@ func (f *flow) waitNewRecord(pid int, limit time.Duration) fakeRecord {
 
 func (h *head) candidate(t *testing.T, id string) wire.Candidate {
 	t.Helper()
-	resp, err := h.admin.Get("http://head/v1/candidates")
+	cs, err := h.admin.Candidates(context.Background())
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var cs []wire.Candidate
-	if err := json.NewDecoder(resp.Body).Decode(&cs); err != nil {
-		t.Fatalf("GET /v1/candidates: %v", err)
 	}
 	for _, c := range cs {
 		if c.CandidateID == id {

@@ -93,13 +93,11 @@ func TestAgentStrangerKeepsNodeHealthy(t *testing.T) {
 // healthPolls reads the head's rayvast_health_polls_total counters.
 func (h *head) healthPolls(t *testing.T) (ok, fail int) {
 	t.Helper()
-	resp, err := h.admin.Get("http://head/metrics")
+	text, err := h.admin.Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(text, "\n") {
 		var n int
 		if _, err := fmt.Sscanf(l, `rayvast_health_polls_total{result="ok"} %d`, &n); err == nil {
 			ok = n

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,8 +237,8 @@ func parseAutoscale(out string) (autoscaleResult, bool) {
 
 func allCands(t *testing.T, c *rayCluster) []wire.Candidate {
 	t.Helper()
-	var cs []wire.Candidate
-	if err := c.admin.Do(context.Background(), http.MethodGet, "/v1/candidates", nil, &cs, http.StatusOK); err != nil {
+	cs, err := c.admin.Candidates(context.Background())
+	if err != nil {
 		t.Fatalf("list candidates: %v", err)
 	}
 	return cs

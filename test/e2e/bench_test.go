@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -41,19 +40,18 @@ func BenchmarkEnroll(b *testing.B) {
 func BenchmarkRealRayFirstTask(b *testing.B) {
 	c := startRayClusterMinMax(b, rvtest.RayNewest, 0, 1)
 	waitFor(b, time.Minute, "head up's admin API", func() (bool, string) {
-		err := c.admin.Do(context.Background(), http.MethodGet, "/v1/candidates", nil, nil, http.StatusOK)
+		_, err := c.admin.Candidates(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		var created wire.CandidateCreated
-		if err := c.admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: safeType}, &created, http.StatusCreated); err != nil {
+		created, err := c.admin.Create(context.Background(), wire.CandidateRequest{NodeType: safeType})
+		if err != nil {
 			b.Fatal(err)
 		}
 		var ip string
 		waitFor(b, time.Minute, "the candidate's public IP", func() (bool, string) {
-			var cands []wire.Candidate
-			_ = c.admin.Do(context.Background(), http.MethodGet, "/v1/candidates", nil, &cands, http.StatusOK)
+			cands, _ := c.admin.Candidates(context.Background())
 			for _, cd := range cands {
 				if cd.CandidateID == created.CandidateID {
 					ip = cd.PublicIP
@@ -65,7 +63,7 @@ func BenchmarkRealRayFirstTask(b *testing.B) {
 			b.Fatalf("job: %s", out)
 		}
 		b.StopTimer()
-		if err := c.admin.Do(context.Background(), http.MethodDelete, "/v1/candidates/"+created.CandidateID, nil, nil, http.StatusNoContent); err != nil {
+		if err := c.admin.End(context.Background(), created.CandidateID); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/vastnet"
@@ -51,7 +49,7 @@ type cluster struct {
 	done    chan struct{}
 	headLog *rvtest.Buffer
 	printed *rvtest.Buffer // what head commands run by the test printed
-	admin   *http.Client
+	admin   *adminclient.Client
 }
 
 // newCluster makes the network, runs `head init` and starts `head serve`
@@ -111,10 +109,7 @@ func newCluster(t testing.TB, provider string) *cluster {
 	}
 	c.env = append(os.Environ(), docker.EnvImage+"="+suite.image, docker.EnvUnsafeNodeTypes+"="+unsafeType)
 	sock := filepath.Join(c.state, statedir.AdminSocket)
-	c.admin = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		}}}
+	c.admin = adminclient.Unix(sock, 10*time.Second)
 	c.startHead()
 	return c
 }
@@ -146,8 +141,7 @@ func (c *cluster) startHead() {
 			c.t.Fatalf("head serve exited: %v\n%s", cmd.ProcessState, c.headLog.String())
 		default:
 		}
-		var cands []wire.Candidate
-		err := c.get("/v1/candidates", &cands)
+		_, err := c.admin.Candidates(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})
 }
@@ -171,52 +165,11 @@ func (c *cluster) stopHead() {
 	}
 }
 
-func (c *cluster) do(method, path string, in, out any, want int) error {
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://admin"+path, body)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.admin.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out == nil {
-		return nil
-	}
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '{' { // a list wrapped in an object
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(b, &obj); err == nil {
-			for _, v := range obj {
-				if v = bytes.TrimSpace(v); len(v) > 0 && v[0] == '[' {
-					b = v
-					break
-				}
-			}
-		}
-	}
-	return json.Unmarshal(b, out)
-}
-
-func (c *cluster) get(path string, out any) error {
-	return c.do(http.MethodGet, path, nil, out, http.StatusOK)
-}
-
 // createCandidate asks the head for a candidate of a node type.
 func (c *cluster) createCandidate(nodeType string) wire.CandidateCreated {
 	c.t.Helper()
-	var out wire.CandidateCreated
-	if err := c.do(http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: nodeType}, &out, http.StatusCreated); err != nil {
+	out, err := c.admin.Create(context.Background(), wire.CandidateRequest{NodeType: nodeType})
+	if err != nil {
 		c.t.Fatal(err)
 	}
 	return out
@@ -224,8 +177,8 @@ func (c *cluster) createCandidate(nodeType string) wire.CandidateCreated {
 
 func (c *cluster) candidate(id string) wire.Candidate {
 	c.t.Helper()
-	var cands []wire.Candidate
-	if err := c.get("/v1/candidates", &cands); err != nil {
+	cands, err := c.admin.Candidates(context.Background())
+	if err != nil {
 		c.t.Fatal(err)
 	}
 	for _, x := range cands {
@@ -238,8 +191,8 @@ func (c *cluster) candidate(id string) wire.Candidate {
 }
 
 func (c *cluster) node(instanceID string) (wire.Node, bool) {
-	var nodes []wire.Node
-	if err := c.get("/v1/nodes", &nodes); err != nil {
+	nodes, err := c.admin.Nodes(context.Background())
+	if err != nil {
 		c.t.Fatal(err)
 	}
 	for _, n := range nodes {
@@ -278,6 +231,6 @@ func (c *cluster) dumpContainers() {
 
 // deleteCandidate ends a candidate (its container is removed by the head).
 func (c *cluster) deleteCandidate(id string) (bool, error) {
-	err := c.do(http.MethodDelete, "/v1/candidates/"+id, nil, nil, http.StatusNoContent)
+	err := c.admin.End(context.Background(), id)
 	return err == nil, err
 }

@@ -71,8 +71,8 @@ func TestClusterLife(t *testing.T) {
 	if want := docker.InstanceName(c.name, bad.CandidateID); refused.InstanceID != want || !strings.Contains(refused.Reason, "security") {
 		t.Errorf("refused = %+v, want instance %s and a security reason", refused, want)
 	}
-	var bl []wire.BlockEntry
-	if err := c.get("/v1/blocklist", &bl); err != nil {
+	bl, err := c.admin.Blocklist(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(bl) != 1 || bl[0].HostID != refused.InstanceID || bl[0].Class != wire.BlockSecurity {
@@ -334,8 +334,7 @@ func TestAgentHashMismatch(t *testing.T) {
 	if _, err := suite.eng.CopyFrom(ctx, r.InstanceID, "/run/rayvast"); !errors.Is(err, dockerengine.ErrNotFound) {
 		t.Errorf("an agent ran (state dir: %v)", err)
 	}
-	var nodes []wire.Node
-	if err := c.get("/v1/nodes", &nodes); err != nil || len(nodes) != 0 {
+	if nodes, err := c.admin.Nodes(context.Background()); err != nil || len(nodes) != 0 {
 		t.Errorf("nodes = %+v, %v; want none", nodes, err)
 	}
 	if cd := c.candidate(created.CandidateID); cd.State == wire.StateEnrolled {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net"
-	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -108,8 +107,8 @@ func TestHeadMachineNoneWithNodes(t *testing.T) {
 // then the rental's instance id, host and public IP told to the head.
 func rentByHand(ctx context.Context, t *testing.T, c *rayCluster, p *docker.Provider) {
 	t.Helper()
-	var created wire.CandidateCreated
-	if err := c.admin.Do(ctx, http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: safeType}, &created, http.StatusCreated); err != nil {
+	created, err := c.admin.Create(ctx, wire.CandidateRequest{NodeType: safeType})
+	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := p.Rent(ctx, providerRequest(created.CandidateID, created.Env))
@@ -123,7 +122,7 @@ func rentByHand(ctx context.Context, t *testing.T, c *rayCluster, p *docker.Prov
 		}
 	}
 	patch := wire.CandidatePatch{InstanceID: r.InstanceID, PublicIP: r.PublicIP, HostID: r.HostID}
-	if err := c.admin.Do(ctx, http.MethodPatch, "/v1/candidates/"+created.CandidateID, patch, nil, http.StatusOK); err != nil {
+	if _, err := c.admin.Patch(ctx, created.CandidateID, patch); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("rented by hand: candidate %s, instance %s at %s", created.CandidateID, r.InstanceID, r.PublicIP)

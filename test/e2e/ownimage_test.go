@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,13 +50,11 @@ func TestOwnImage(t *testing.T) {
 		c.waitRunning(1, 4*time.Minute)
 		res, out := c.job(1, 2*time.Minute)
 		checkJob(t, res, out, 1, version)
-		resp, err := c.admin.HTTP.Get("http://admin/metrics")
+		m, err := c.admin.Metrics(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(m), "\nrayvast_agent_downloads_total 0\n") {
+		if !strings.Contains(m, "\nrayvast_agent_downloads_total 0\n") {
 			t.Errorf("the node fetched the agent though its image holds it:\n%s", m)
 		}
 	})
@@ -70,8 +66,7 @@ func TestOwnImage(t *testing.T) {
 		}
 		var why string
 		waitFor(t, 4*time.Minute, "the rental rejected", func() (bool, string) {
-			var cs []wire.Candidate
-			c.admin.Do(context.Background(), http.MethodGet, "/v1/candidates", nil, &cs, http.StatusOK)
+			cs, _ := c.admin.Candidates(context.Background())
 			for _, cd := range cs {
 				if cd.Reason != "" {
 					why = cd.Reason

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,8 +192,8 @@ func lastBytes(b []byte, n int) []byte {
 
 // nodes lists the head's nodes.
 func (c *rayCluster) nodes() []wire.Node {
-	var nodes []wire.Node
-	if err := c.admin.Do(context.Background(), http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
+	nodes, err := c.admin.Nodes(context.Background())
+	if err != nil {
 		return nil
 	}
 	return nodes

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,8 +55,7 @@ func rayLife(t *testing.T, version string) {
 	}
 	watchFrom := time.Now()
 	for range 2 {
-		var created wire.CandidateCreated
-		if err := c.admin.Do(context.Background(), http.MethodPost, "/v1/candidates", wire.CandidateRequest{NodeType: safeType}, &created, http.StatusCreated); err != nil {
+		if _, err := c.admin.Create(context.Background(), wire.CandidateRequest{NodeType: safeType}); err != nil {
 			t.Fatal(err)
 		}
 	}

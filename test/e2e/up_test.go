@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/rvtest"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // TestUpDockerExample is the README's first real cluster (docs/running.md's
@@ -90,8 +88,8 @@ func TestUpDockerExample(t *testing.T) {
 			t.Fatalf("head up exited early: %v\n%s", err, out.String())
 		default:
 		}
-		var nodes []wire.Node
-		if err := admin.Do(context.Background(), http.MethodGet, "/v1/nodes", nil, &nodes, http.StatusOK); err != nil {
+		nodes, err := admin.Nodes(context.Background())
+		if err != nil {
 			return false, err.Error()
 		}
 		running := 0

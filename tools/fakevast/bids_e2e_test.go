@@ -118,8 +118,8 @@ func TestBidsE2E(t *testing.T) {
 	if c := find(f.candidates(), func(c wire.Candidate) bool { return c.CandidateID == victim.CandidateID }); c == nil || c.State != wire.StateEnded || c.Reason != "outbid" {
 		t.Errorf("the outbid node: %+v, want ended outbid", c)
 	}
-	if bl := f.admin("/v1/blocklist"); strings.Contains(bl, fmt.Sprintf(`"host_id":%q`, victim.HostID)) {
-		t.Errorf("host %s blocklisted for an outbid: %s", victim.HostID, bl)
+	if ok, bl := f.blocklisted(victim.HostID); ok {
+		t.Errorf("host %s blocklisted for an outbid: %+v", victim.HostID, bl)
 	}
 	f.waitFor("2 enrolled again", 3*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0 })
 
@@ -228,8 +228,8 @@ func TestContractEndE2E(t *testing.T) {
 	} else {
 		t.Logf("replacement %d created %v before the old rental %d was destroyed", in.ID, old.DestroyedAt.Sub(in.Created).Round(time.Second), old.ID)
 	}
-	if bl := f.admin("/v1/blocklist"); strings.Contains(bl, fmt.Sprintf(`"host_id":%q`, oldCand.HostID)) {
-		t.Errorf("host %s blocklisted for a contract's end: %s", oldCand.HostID, bl)
+	if ok, bl := f.blocklisted(oldCand.HostID); ok {
+		t.Errorf("host %s blocklisted for a contract's end: %+v", oldCand.HostID, bl)
 	}
 	if n := count(f.candidates(), wire.StateEnrolled); n < 2 {
 		t.Errorf("%d enrolled after the contract's end, want 2", n)

@@ -16,7 +16,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/statedir"
@@ -84,8 +84,8 @@ func TestVastFlow(t *testing.T) {
 	if bad == nil || bad.State != wire.StateEnded || bad.Reason != "security_check" {
 		t.Fatalf("unsafe host's candidate = %+v, want ended security_check", bad)
 	}
-	if !strings.Contains(f.admin("/v1/blocklist"), `"host_id":"1001"`) {
-		t.Errorf("host 1001 not blocklisted: %s", f.admin("/v1/blocklist"))
+	if ok, bl := f.blocklisted("1001"); !ok {
+		t.Errorf("host 1001 not blocklisted: %+v", bl)
 	}
 	f.checkNoLeak("after enrollment")
 	f.checkFirewall(cs)
@@ -328,25 +328,31 @@ func (f *flow) stop() {
 	}
 }
 
-func (f *flow) admin(path string) string {
-	c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(f.state, statedir.AdminSocket))
-	}}}
-	resp, err := c.Get("http://admin" + path)
-	if err != nil {
-		f.t.Fatalf("admin %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+func (f *flow) admin() *adminclient.Client {
+	return adminclient.Unix(filepath.Join(f.state, statedir.AdminSocket), 10*time.Second)
 }
 
 func (f *flow) candidates() []wire.Candidate {
-	var cs []wire.Candidate
-	if err := json.Unmarshal([]byte(f.admin("/v1/candidates")), &cs); err != nil {
+	cs, err := f.admin().Candidates(context.Background())
+	if err != nil {
 		f.t.Fatal(err)
 	}
 	return cs
+}
+
+// blocklisted says whether the running head blocklists hostID, and shows
+// its blocklist.
+func (f *flow) blocklisted(hostID string) (bool, []wire.BlockEntry) {
+	bl, err := f.admin().Blocklist(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, e := range bl {
+		if e.HostID == hostID {
+			return true, bl
+		}
+	}
+	return false, bl
 }
 
 // waitFor waits until the head's candidates satisfy ok.
@@ -370,7 +376,11 @@ func (f *flow) vastCalls(kind string) int {
 // heartbeats is the running head's rayvast_heartbeats_total (0 after a
 // restart).
 func (f *flow) heartbeats() int {
-	for _, l := range strings.Split(f.admin("/metrics"), "\n") {
+	text, err := f.admin().Metrics(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, l := range strings.Split(text, "\n") {
 		if v, ok := strings.CutPrefix(l, "rayvast_heartbeats_total "); ok {
 			n, _ := strconv.Atoi(v)
 			return n

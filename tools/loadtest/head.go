@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -26,7 +24,7 @@ type head struct {
 	dir, state   string
 	portA, portB string // host:port
 	cmd          *exec.Cmd
-	adm          *http.Client
+	adm          *adminclient.Client
 	caPEM        []byte
 	cpus         cpus
 }
@@ -69,13 +67,13 @@ func startHead(o options, idx int) (*head, error) {
 		return nil, err
 	}
 	sock := filepath.Join(h.state, statedir.AdminSocket)
-	h.adm = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,
+	// Its own transport: 32 creations at a time keep their connections.
+	h.adm = &adminclient.Client{HTTP: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		}}}
+		}}}}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := h.adm.Get("http://head/v1/nodes"); err == nil {
-			resp.Body.Close()
+		if _, err := h.adm.Nodes(context.Background()); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -112,17 +110,9 @@ func (h *head) candidates(run, n int) ([]node, error) {
 			defer func() { <-sem }()
 			inst := "load-" + strconv.Itoa(run) + "-" + strconv.Itoa(i)
 			ip := nodeIP(run, i)
-			b, _ := json.Marshal(wire.CandidateRequest{NodeType: "cpu", InstanceID: inst, PublicIP: ip, HostID: "h-" + inst})
-			resp, err := h.adm.Post("http://head/v1/candidates", "application/json", bytes.NewReader(b))
+			c, err := h.adm.Create(context.Background(), wire.CandidateRequest{NodeType: "cpu", InstanceID: inst, PublicIP: ip, HostID: "h-" + inst})
 			if err != nil {
-				errs <- err
-				return
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			var c wire.CandidateCreated
-			if resp.StatusCode != 201 || json.Unmarshal(body, &c) != nil {
-				errs <- fmt.Errorf("create candidate: %d %s", resp.StatusCode, body)
+				errs <- fmt.Errorf("create candidate: %w", err)
 				return
 			}
 			out[i] = node{Instance: inst, IP: ip, Token: c.JoinToken}

@@ -195,7 +195,7 @@ func (p *Provider) startDNS() error {
 }
 
 // Name implements provider.Provider.
-func (p *Provider) Name() string { return "docker" }
+func (p *Provider) Name() string { return wire.ProviderDocker }
 
 // InstanceName is the container name (and instance ID, and host ID) of a
 // candidate: 1–64 of [A-Za-z0-9._-].

@@ -75,7 +75,7 @@ func untilText(t time.Time) string {
 // Status implements provider.Statuser: why renting stopped, or the daily
 // search quota that holds searches back; Halted "" while renting.
 func (p *Provider) Status() wire.ProviderStatus {
-	st := wire.ProviderStatus{Kind: "vast", Rentals: p.rentalTerms()}
+	st := wire.ProviderStatus{Kind: wire.ProviderVast, Rentals: p.rentalTerms()}
 	if p.halted() != nil {
 		h := &p.halt
 		h.mu.Lock()

@@ -112,7 +112,7 @@ func limitsFrom(iv map[string]float64) (Limits, error) {
 // config's provider block, RAYVAST_VAST_CONFIG and the environment into
 // them).
 func New(cfg Config) (*Provider, error) {
-	if cfg.Settings.Kind != "" && cfg.Settings.Kind != "vast" {
+	if cfg.Settings.Kind != "" && cfg.Settings.Kind != wire.ProviderVast {
 		return nil, fmt.Errorf("vast provider: provider kind %q is not vast", cfg.Settings.Kind)
 	}
 	if cfg.Cluster == "" {

@@ -1,4 +1,8 @@
-package reconcile
+// Package teardown is `head down`: it ends a cluster through its running
+// head (or without one) and through the provider, until nothing is rented.
+// The `head down` verb and `head up --down-on-exit` share it; the verb
+// reaches the head over its admin socket, head up in-process.
+package teardown
 
 import (
 	"context"
@@ -8,24 +12,26 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// DownFileName is the marker `head down` leaves in the state dir: a running
-// head's loop sees it, ends every candidate and rents nothing more.
-const DownFileName = "down"
+// Cluster is the running head as head down sees it: its candidates, and
+// a way to end one. Socket reaches it over the admin API; head up passes
+// its own admin API's Go methods (reconcile.InProcess).
+type Cluster interface {
+	Candidates(ctx context.Context) ([]wire.Candidate, error)
+	End(ctx context.Context, candidateID, reason string) error
+}
 
-// DownFile is the marker's path in a state dir.
-func DownFile(stateDir string) string { return filepath.Join(stateDir, DownFileName) }
-
-// DownConfig is what `head down` needs.
-type DownConfig struct {
+// Config is what Down needs.
+type Config struct {
 	StateDir string
-	Admin    *Admin // default: the state dir's admin socket
+	Cluster  Cluster // default: Socket on the state dir's admin socket
 	// Rentals, when set, are listed and destroyed until none is left: the
 	// guarantee that nothing stays rented, with or without a running head.
-	Rentals Rentals
+	Rentals reconcile.Rentals
 	// Firewall, when set, is closed (its table removed) at the end if no
 	// head runs; a running head keeps its table (emptied: no live
 	// candidate) and removes it when it stops.
@@ -35,15 +41,15 @@ type DownConfig struct {
 	Log      *slog.Logger
 }
 
-// DownReport says what Down did.
-type DownReport struct {
+// Report says what Down did.
+type Report struct {
 	HeadRunning bool
 	Ended       []string // candidates ended through the admin API
 	Destroyed   []string // instances destroyed through the provider
 }
 
 // withDefaults fills in the defaults the fields' comments name.
-func (cfg DownConfig) withDefaults() DownConfig {
+func (cfg Config) withDefaults() Config {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
@@ -53,8 +59,8 @@ func (cfg DownConfig) withDefaults() DownConfig {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Admin == nil {
-		cfg.Admin = AdminSocket(filepath.Join(cfg.StateDir, statedir.AdminSocket))
+	if cfg.Cluster == nil {
+		cfg.Cluster = Socket(filepath.Join(cfg.StateDir, statedir.AdminSocket))
 	}
 	return cfg
 }
@@ -63,12 +69,12 @@ func (cfg DownConfig) withDefaults() DownConfig {
 // head, end every live candidate through it (and wait until it shows none
 // live), destroy every rental the provider lists by label until none is
 // left, and remove the firewall table of a stopped head.
-func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
-	var rep DownReport
+func Down(ctx context.Context, cfg Config) (Report, error) {
+	var rep Report
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	if err := os.WriteFile(DownFile(cfg.StateDir), []byte("head down\n"), 0o600); err != nil {
+	if err := os.WriteFile(reconcile.DownFile(cfg.StateDir), []byte("head down\n"), 0o600); err != nil {
 		return rep, fmt.Errorf("head down: write marker: %w", err)
 	}
 	cands, running, err := findHead(ctx, cfg)
@@ -105,14 +111,6 @@ func Down(ctx context.Context, cfg DownConfig) (DownReport, error) {
 		}
 	}
 	return rep, endErr
-}
-
-func liveState(s string) bool {
-	switch s {
-	case wire.StatePending, wire.StateRented, wire.StateRunning, wire.StateEnrolled, wire.StateLost:
-		return true
-	}
-	return false
 }
 
 func appendOnce(s []string, v string) []string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,8 +182,8 @@ func waitLive(t *testing.T, sock string, n int, limit time.Duration, monitorLog 
 
 func liveCandidates(t *testing.T, sock string) []string {
 	t.Helper()
-	var cs []wire.Candidate
-	if err := adminclient.Unix(sock, 10*time.Second).Do(context.Background(), http.MethodGet, "/v1/candidates", nil, &cs, http.StatusOK); err != nil {
+	cs, err := adminclient.Unix(sock, 10*time.Second).Candidates(context.Background())
+	if err != nil {
 		t.Fatalf("list candidates: %v", err)
 	}
 	var live []string
@@ -197,7 +196,7 @@ func liveCandidates(t *testing.T, sock string) []string {
 }
 
 func endCandidate(sock, id string) error {
-	return adminclient.Unix(sock, 10*time.Second).Do(context.Background(), http.MethodDelete, "/v1/candidates/"+id, nil, nil, http.StatusNoContent)
+	return adminclient.Unix(sock, 10*time.Second).End(context.Background(), id)
 }
 
 // endAll ends every candidate left, so the next subtest starts from none.

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -43,21 +43,22 @@ type inputs struct {
 	cluster  string
 }
 
-func loadInputs(f serveFlags, cfg *config.Config, log *slog.Logger) (*inputs, error) {
-	st, err := statedir.Load(f.state)
-	if err != nil {
-		return nil, err
+func loadInputs(f Config, cfg *config.Config, log *slog.Logger) (*inputs, error) {
+	st := f.State
+	if st == nil {
+		return nil, errors.New("server: no state dir")
 	}
 	in := &inputs{st: st, command: rayvast.Bootloader()}
-	if in.agent, err = loadAgent(f.agent); err != nil {
+	var err error
+	if in.agent, err = loadAgent(f.Agent); err != nil {
 		return nil, err
 	}
 	in.agentSum = sha256.Sum256(in.agent)
-	if in.shim, err = loadShim(f.shim, log); err != nil {
+	if in.shim, err = loadShim(f.Shim, log); err != nil {
 		return nil, err
 	}
-	if f.bootloader != "" {
-		b, err := os.ReadFile(f.bootloader)
+	if f.Bootloader != "" {
+		b, err := os.ReadFile(f.Bootloader)
 		if err != nil {
 			return nil, fmt.Errorf("read bootloader: %w", err)
 		}
@@ -78,19 +79,22 @@ func loadInputs(f serveFlags, cfg *config.Config, log *slog.Logger) (*inputs, er
 type listeners struct{ a, b, admin net.Listener }
 
 // openListeners opens all three or none.
-func openListeners(f serveFlags, st *statedir.State) (*listeners, error) {
+func openListeners(f Config, st *statedir.State) (*listeners, error) {
 	ls := &listeners{}
 	var err error
-	if ls.a, err = net.Listen("tcp", f.listenA); err != nil {
+	if ls.a, err = net.Listen("tcp", f.ListenA); err != nil {
 		return nil, fmt.Errorf("listen port A: %w", err)
 	}
-	if ls.b, err = net.Listen("tcp", f.listenB); err != nil {
+	if ls.b, err = net.Listen("tcp", f.ListenB); err != nil {
 		ls.close()
 		return nil, fmt.Errorf("listen port B: %w", err)
 	}
 	if ls.admin, err = admin.Listen(st.Path(statedir.AdminSocket)); err != nil {
 		ls.close()
 		return nil, err
+	}
+	if WrapAdmin != nil {
+		ls.admin = WrapAdmin(ls.admin)
 	}
 	return ls, nil
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -14,23 +14,24 @@ import (
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/provider/vast"
+	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// providerKind is --provider when given, else the config's provider.kind,
+// ProviderKind is --provider when given, else the config's provider.kind,
 // else none (an external provider drives the admin API).
-func providerKind(flagValue string, cfg *config.Config) string {
+func ProviderKind(flagValue string, cfg *config.Config) string {
 	switch {
 	case flagValue != "":
 		return flagValue
 	case cfg.Provider != nil && cfg.Provider.Kind != "":
 		return cfg.Provider.Kind
 	}
-	return "none"
+	return wire.ProviderNone
 }
 
-// privateNetwork is the config's provider.private_network: the nodes of an
+// PrivateNetwork is the config's provider.private_network: the nodes of an
 // external provider reach the head over a network of the user's own.
-func privateNetwork(cfg *config.Config) bool {
+func PrivateNetwork(cfg *config.Config) bool {
 	return cfg.Provider != nil && cfg.Provider.PrivateNetwork
 }
 
@@ -50,27 +51,27 @@ func loadAgent(path string) ([]byte, error) {
 // image a docker provider needs built (a step of its own: the provider
 // builds none), the provider opened; nil for kind none.
 func startProvider(ctx context.Context, kind string, cfg *config.Config, block *blocklist.List, o provider.Options) (provider.Provider, error) {
-	ps, err := readProviderSettings(kind, cfg.Provider)
+	ps, err := ReadProviderSettings(kind, cfg.Provider)
 	if err != nil {
 		return nil, err
 	}
 	if err := ensureCandidateImage(ctx, &ps, cfg.Ray.Version, o.Log); err != nil {
 		return nil, err
 	}
-	return openProvider(ctx, ps, block, o)
+	return OpenProvider(ctx, ps, block, o)
 }
 
-// openProvider opens the built-in provider of ps; nil for kind none. It
+// OpenProvider opens the built-in provider of ps; nil for kind none. It
 // builds no image: ps.docker.Image must be set (ensureCandidateImage).
-func openProvider(ctx context.Context, ps providerSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {
+func OpenProvider(ctx context.Context, ps ProviderSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {
 	switch ps.kind {
-	case "docker":
+	case wire.ProviderDocker:
 		p, err := docker.New(ctx, docker.Config{Settings: ps.docker, Cluster: o.Cluster, StateDir: o.StateDir, HeadIP: o.HeadIP, Log: o.Log})
 		if err != nil {
 			return nil, err // not a typed nil in the interface; its errors say "docker provider: …"
 		}
 		return p, nil
-	case "vast":
+	case wire.ProviderVast:
 		p, err := vast.New(vast.Config{Settings: ps.vast, Key: ps.vastKey, Cluster: o.Cluster, Blocklist: block, Log: o.Log})
 		if err != nil {
 			return nil, err // likewise; "vast provider: …"
@@ -86,8 +87,8 @@ func openProvider(ctx context.Context, ps providerSettings, block *blocklist.Lis
 // version (from a venv of this machine, made from ps.rayWheels or the
 // package index), else the stand-in. The first build takes minutes; its
 // progress goes to log.
-func ensureCandidateImage(ctx context.Context, ps *providerSettings, rayVersion string, log *slog.Logger) error {
-	if ps.kind != "docker" || ps.docker.Image != "" {
+func ensureCandidateImage(ctx context.Context, ps *ProviderSettings, rayVersion string, log *slog.Logger) error {
+	if ps.kind != wire.ProviderDocker || ps.docker.Image != "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)

@@ -1,4 +1,4 @@
-package reconcile
+package teardown
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestDownLeavesDestroysToHead(t *testing.T) {
 		}
 	}()
 	defer close(stop)
-	rep, err := Down(context.Background(), DownConfig{StateDir: dir, Rentals: rs, Poll: 10 * time.Millisecond})
+	rep, err := Down(context.Background(), Config{StateDir: dir, Rentals: rs, Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

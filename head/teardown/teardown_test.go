@@ -1,4 +1,4 @@
-package reconcile
+package teardown
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestDownDestroysWhenEndFails(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	rs := &listRentals{live: map[string]bool{"21": true}}
-	rep, err := Down(context.Background(), DownConfig{StateDir: dir, Rentals: rs, Timeout: 2 * time.Second, Poll: 10 * time.Millisecond})
+	rep, err := Down(context.Background(), Config{StateDir: dir, Rentals: rs, Timeout: 2 * time.Second, Poll: 10 * time.Millisecond})
 	if err == nil {
 		t.Error("Down = nil error, want the candidates that stayed live reported")
 	}

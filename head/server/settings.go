@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -15,11 +15,11 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// providerSettings is what the head rents with: the provider's kind and
+// ProviderSettings is what the head rents with: the provider's kind and
 // its typed settings, read once from --provider, the config's provider
 // block and the environment. This is the only place the head reads the
 // providers' environment variables; the providers take the values.
-type providerSettings struct {
+type ProviderSettings struct {
 	kind   string          // one of config.ProviderKinds
 	docker docker.Settings // kind docker; Image "" until ensureCandidateImage
 	// rayWheels is where a docker candidate image's real Ray comes from
@@ -29,34 +29,34 @@ type providerSettings struct {
 	vastKey   secret.String
 }
 
-// readProviderSettings reads the settings of kind from the config's
+// ReadProviderSettings reads the settings of kind from the config's
 // provider block pc (nil: none) and the process environment, which wins.
 // VAST_API_KEY, once read, leaves the environment: no child inherits it.
-func readProviderSettings(kind string, pc *wire.ProviderConfig) (providerSettings, error) {
+func ReadProviderSettings(kind string, pc *wire.ProviderConfig) (ProviderSettings, error) {
 	ps, err := parseProviderSettings(kind, pc, os.Getenv)
-	if ps.kind == "vast" && strings.TrimSpace(os.Getenv(vast.EnvAPIKey)) != "" {
+	if ps.kind == wire.ProviderVast && strings.TrimSpace(os.Getenv(vast.EnvAPIKey)) != "" {
 		os.Unsetenv(vast.EnvAPIKey)
 	}
 	return ps, err
 }
 
-// parseProviderSettings is readProviderSettings with the environment as
+// parseProviderSettings is ReadProviderSettings with the environment as
 // getenv. A block of another kind than kind (--provider chose another)
 // is not its settings.
-func parseProviderSettings(kind string, pc *wire.ProviderConfig, getenv func(string) string) (providerSettings, error) {
+func parseProviderSettings(kind string, pc *wire.ProviderConfig, getenv func(string) string) (ProviderSettings, error) {
 	if err := config.CheckProviderKind(kind); err != nil {
-		return providerSettings{}, fmt.Errorf("--provider %w", err)
+		return ProviderSettings{}, fmt.Errorf("--provider %w", err)
 	}
 	if pc != nil && pc.Kind != kind {
 		pc = nil
 	}
-	ps := providerSettings{kind: kind}
+	ps := ProviderSettings{kind: kind}
 	var err error
 	switch kind {
-	case "docker":
+	case wire.ProviderDocker:
 		ps.docker, err = dockerSettings(pc, getenv)
 		ps.rayWheels = getenv(candidateimage.EnvRayWheels)
-	case "vast":
+	case wire.ProviderVast:
 		ps.vast, ps.vastKey, err = vastSettings(pc, getenv)
 	}
 	return ps, err

@@ -1,9 +1,10 @@
-package reconcile
+package teardown
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/internal/ctxsleep"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -11,8 +12,8 @@ import (
 // findHead lists the running head's candidates. running is false when no
 // head answers; then only the provider can end the rentals, and without one
 // that is an error.
-func findHead(ctx context.Context, cfg DownConfig) (cands []wire.Candidate, running bool, err error) {
-	cands, err = cfg.Admin.Candidates(ctx)
+func findHead(ctx context.Context, cfg Config) (cands []wire.Candidate, running bool, err error) {
+	cands, err = cfg.Cluster.Candidates(ctx)
 	if err == nil {
 		return cands, true, nil
 	}
@@ -26,15 +27,17 @@ func findHead(ctx context.Context, cfg DownConfig) (cands []wire.Candidate, runn
 // endThroughHead ends every live candidate through the head until it shows
 // none live, the head stops answering, or ctx ends. It returns the
 // candidates it ended, and an error when some stayed live for lack of time.
-func endThroughHead(ctx context.Context, cfg DownConfig, cands []wire.Candidate) (ended []string, err error) {
+func endThroughHead(ctx context.Context, cfg Config, cands []wire.Candidate) (ended []string, err error) {
 	for {
 		liveLeft := 0
 		for _, c := range cands {
-			if !liveState(c.State) {
+			if !wire.Live(c.State) {
 				continue
 			}
 			liveLeft++
-			if err := cfg.Admin.End(ctx, c.CandidateID, ReasonDown); err != nil {
+			// Over the socket the head records the reason "deleted"; its
+			// own loop, seeing the down marker, ends the rest as "down".
+			if err := cfg.Cluster.End(ctx, c.CandidateID, reconcile.ReasonDown); err != nil {
 				cfg.Log.Warn("head down: end candidate", "candidate", c.CandidateID, "err", err)
 				continue
 			}
@@ -49,7 +52,7 @@ func endThroughHead(ctx context.Context, cfg DownConfig, cands []wire.Candidate)
 			}
 			return ended, fmt.Errorf("head down: %d candidates still live: %w", liveLeft, err)
 		}
-		if cands, err = cfg.Admin.Candidates(ctx); err != nil {
+		if cands, err = cfg.Cluster.Candidates(ctx); err != nil {
 			if ctx.Err() != nil {
 				// Out of time mid-request: still a failure to report,
 				// not a head that stopped.
@@ -67,7 +70,7 @@ const stallPolls = 5
 
 // waitHeadDestroys lists the rentals until none is left, the head makes no
 // progress for stallPolls polls, or ctx ends.
-func waitHeadDestroys(ctx context.Context, cfg DownConfig) {
+func waitHeadDestroys(ctx context.Context, cfg Config) {
 	last, still := -1, 0
 	for {
 		rs, err := cfg.Rentals.List(ctx)
@@ -88,7 +91,7 @@ func waitHeadDestroys(ctx context.Context, cfg DownConfig) {
 
 // destroyRentals destroys every rental the provider lists until none is
 // left or ctx ends; it returns the instances it destroyed.
-func destroyRentals(ctx context.Context, cfg DownConfig) (destroyed []string, err error) {
+func destroyRentals(ctx context.Context, cfg Config) (destroyed []string, err error) {
 	for {
 		rs, err := cfg.Rentals.List(ctx)
 		if err != nil {

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -38,13 +38,13 @@ func TestVastProviderBlock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("settings: %v", err)
 	}
-	p, err := openProvider(context.Background(), ps, bl, o)
+	p, err := OpenProvider(context.Background(), ps, bl, o)
 	if err != nil || p == nil || p.Name() != "vast" {
-		t.Fatalf("openProvider = %v, %v", p, err)
+		t.Fatalf("OpenProvider = %v, %v", p, err)
 	}
 	ps, err = parseProviderSettings("vast", &wire.ProviderConfig{Kind: "vast", BaseURL: "ftp://x"}, getenv)
 	if err == nil {
-		_, err = openProvider(context.Background(), ps, bl, o)
+		_, err = OpenProvider(context.Background(), ps, bl, o)
 	}
 	if err == nil || !strings.Contains(err.Error(), "base URL") {
 		t.Errorf("a bad base_url in the block: err = %v, want it refused (the block was read)", err)
@@ -80,7 +80,7 @@ func TestVastSettingsFromEnv(t *testing.T) {
 			var logs bytes.Buffer
 			ps, err := parseProviderSettings("vast", nil, env(tt.env))
 			if err == nil {
-				_, err = openProvider(context.Background(), ps, nil, provider.Options{Cluster: "c", Log: slog.New(slog.NewTextHandler(&logs, nil))})
+				_, err = OpenProvider(context.Background(), ps, nil, provider.Options{Cluster: "c", Log: slog.New(slog.NewTextHandler(&logs, nil))})
 			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -102,7 +102,7 @@ func TestVastKeyLeavesEnv(t *testing.T) {
 	t.Setenv(vast.EnvAPIKey, testVastKey)
 	t.Setenv(vast.EnvSettings, "")
 	t.Setenv(vast.EnvBaseURL, "")
-	ps, err := readProviderSettings("vast", nil)
+	ps, err := ReadProviderSettings("vast", nil)
 	if err != nil || ps.vastKey.Reveal() != testVastKey {
 		t.Fatalf("settings: key read %v, err %v", ps.vastKey.Reveal() == testVastKey, err)
 	}
@@ -146,14 +146,14 @@ func TestDockerSettingsFromEnv(t *testing.T) {
 // an image, or another kind, builds nothing.
 func TestEnsureCandidateImage(t *testing.T) {
 	rvtest.NeedDocker(t)
-	t.Chdir("..") // the repo root: test/fakeray
+	t.Chdir("../..") // the repo root: test/fakeray
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	ps := providerSettings{kind: "docker"}
+	ps := ProviderSettings{kind: "docker"}
 	if err := ensureCandidateImage(ctx, &ps, "", nil); err != nil || !strings.HasPrefix(ps.docker.Image, candidateimage.CandidateRepo+":") {
 		t.Fatalf("image %q, %v; want a %s image", ps.docker.Image, err, candidateimage.CandidateRepo)
 	}
-	for _, ps := range []providerSettings{{kind: "docker", docker: docker.Settings{Image: "mine:1"}}, {kind: "vast"}, {kind: "none"}} {
+	for _, ps := range []ProviderSettings{{kind: "docker", docker: docker.Settings{Image: "mine:1"}}, {kind: "vast"}, {kind: "none"}} {
 		want := ps.docker.Image
 		if err := ensureCandidateImage(ctx, &ps, "", nil); err != nil || ps.docker.Image != want {
 			t.Errorf("kind %s: image %q, %v; want %q untouched", ps.kind, ps.docker.Image, err, want)

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -70,13 +70,13 @@ func pruneEnded(ctx context.Context, reg *registry.Registry, retention time.Dura
 	ctxsleep.Every(ctx, time.Hour, prune)
 }
 
-// crashEnv names a registry hook point at which head serve kills itself
+// CrashEnv names a registry hook point at which head serve kills itself
 // with SIGKILL: the crash tests (crash_test.go) use it to stop a real head
 // between two steps of an enrollment or a delete. Unset, it costs nothing.
-const crashEnv = "RAYVAST_TEST_CRASH_AT"
+const CrashEnv = "RAYVAST_TEST_CRASH_AT"
 
 func crashHook(log *slog.Logger) func(string) {
-	at := os.Getenv(crashEnv)
+	at := os.Getenv(CrashEnv)
 	if at == "" {
 		return nil
 	}
