@@ -198,17 +198,10 @@ func ensureBase(ctx context.Context, cfg Config) (string, error) {
 			return deb, err
 		}
 	}
-	host := ""
-	var hp hostPython
-	var hpErr error
-	if cfg.Base != BaseDebootstrap {
-		if hp, hpErr = findHostPython(ctx); hpErr == nil {
-			host = BaseRepo + ":" + hostBaseTag(hp)
-			if ok, err := exists(host); ok || err != nil {
-				return host, err
-			}
-		}
-	}
+	// A cached host-files base never stands in for a Debian one that
+	// could still be built: it lacks Debian's tools (mv, ln) and layout,
+	// and once built by one caller (a test that asks for it, a machine
+	// that lacked debootstrap then) it would otherwise win for good.
 	var debErr error
 	if cfg.Base != BaseHost {
 		if debErr = buildBase(ctx, cfg, deb); debErr == nil {
@@ -217,10 +210,20 @@ func ensureBase(ctx context.Context, cfg Config) (string, error) {
 		if cfg.Base == BaseDebootstrap || ctx.Err() != nil {
 			return "", debErr
 		}
-		cfg.Log.Warn("debootstrap failed; building the base image from the host's own python3 and tools instead", "err", debErr)
+	}
+	hp, hpErr := findHostPython(ctx)
+	if hpErr != nil && debErr == nil {
+		return "", fmt.Errorf("no base image: %w", hpErr)
 	}
 	if hpErr != nil {
 		return "", fmt.Errorf("no base image: %v; and %w", debErr, hpErr)
+	}
+	host := BaseRepo + ":" + hostBaseTag(hp)
+	if ok, err := exists(host); ok || err != nil {
+		return host, err
+	}
+	if debErr != nil {
+		cfg.Log.Warn("debootstrap failed; building the base image from the host's own python3 and tools instead", "err", debErr)
 	}
 	if err := buildHostBase(ctx, cfg, hp, host); err != nil {
 		return "", err

@@ -2,6 +2,7 @@ package candidateimage
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -47,5 +48,41 @@ func TestBuildDebootstrapFailure(t *testing.T) {
 		Debootstrap: fake, Mirror: "http://127.0.0.1:9/unreachable"})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the mirror") {
 		t.Errorf("err = %v, want debootstrap's own message", err)
+	}
+}
+
+// TestDebianBaseWinsOverCachedHostBase: with the host-files base already
+// built (as the docker provider's tests build it) and debootstrap working,
+// the default base is the Debian one, not the cached fallback: the image
+// tests derive from it with Debian's tools (mv, ln). The debootstrap here
+// is a script writing a one-file root, under a mirror of its own so its
+// tag is this test's alone.
+func TestDebianBaseWinsOverCachedHostBase(t *testing.T) {
+	rvtest.NeedDocker(t)
+	eng := dockerengine.New("")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := Config{Engine: eng, FakerayDir: "../../test/fakeray", Base: BaseHost}
+	if err := cfg.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	host, err := ensureBase(ctx, cfg)
+	if err != nil {
+		rvtest.Need(t, "the host-files base: "+err.Error())
+	}
+	fake := t.TempDir() + "/debootstrap"
+	script := "#!/bin/sh\n# args: --variant=minbase --include=... SUITE ROOT MIRROR\nmkdir -p \"$4/etc\" && echo fake > \"$4/etc/hostname\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Base, cfg.Debootstrap = "", fake
+	cfg.Mirror = fmt.Sprintf("http://127.0.0.1:9/only-this-test-%d", time.Now().UnixNano())
+	got, err := ensureBase(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.RemoveImage(context.Background(), got, true) })
+	if want := BaseRepo + ":" + baseTag(cfg.Suite, cfg.Mirror, cfg.Packages); got != want {
+		t.Errorf("base = %s, want the Debian one %s (the cached host base is %s)", got, want, host)
 	}
 }

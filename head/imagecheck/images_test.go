@@ -25,12 +25,17 @@ import (
 // Engine is shared with other test runs.
 
 // candidate builds (or reuses) the candidate image: Debian minbase, the
-// stand-in Ray (ray.__version__ 2.53.0, or FAKERAY_VERSION).
+// stand-in Ray (ray.__version__ 2.53.0, or FAKERAY_VERSION). Debian's
+// base, never the host-files fallback: the derived images move Debian's
+// python3.11 with Debian's mv and ln.
 func candidate(t *testing.T, eng *dockerengine.Client) string {
 	t.Helper()
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		rvtest.Need(t, "debootstrap (apt-get install debootstrap; .ci/run does): the derived images need Debian's base")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: eng, FakerayDir: "../../test/fakeray"})
+	img, err := candidateimage.Build(ctx, candidateimage.Config{Engine: eng, FakerayDir: "../../test/fakeray", Base: candidateimage.BaseDebootstrap})
 	if err != nil {
 		t.Fatalf("build the candidate image: %v", err)
 	}
