@@ -9,11 +9,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/metrics"
+	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
@@ -145,4 +148,66 @@ func rayColumn(n wire.Node) string {
 		return n.Ray.State + " (not joined)"
 	}
 	return n.Ray.State
+}
+
+// printTerms lists the rentals whose terms matter (vast): an
+// interruptible rental's bid beside its offer's on-demand price, the
+// contract's end date, and a host's price increase with what the head did
+// (rejected by default, accepted under price_increase_max_dph, or the
+// rental ending above it). Nothing when no rental has such terms.
+func printTerms(w io.Writer, rs []wire.RentalTerms, now time.Time) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RENTAL\tCANDIDATE\tBID $/H\tON-DEMAND $/H\tCONTRACT ENDS\tPRICE INCREASE")
+	for _, r := range rs {
+		ends := ""
+		if r.EndDate != nil {
+			ends = r.EndDate.UTC().Format(time.RFC3339) + " (in " + r.EndDate.Sub(now).Round(time.Minute).String() + ")"
+		}
+		inc := ""
+		if p := r.PriceIncrease; p != nil {
+			inc = fmt.Sprintf("$%.3f → $%.3f/h %s", p.OldDPH, p.NewDPH, p.Action)
+		}
+		row(tw, r.InstanceID, r.CandidateID, dollars(r.BidDPH, 3), dollars(r.OnDemandDPH, 3), ends, inc)
+	}
+	tw.Flush()
+}
+
+// printRayHead is head status's line on the Ray head that head up runs
+// (nothing when none ran from this state dir).
+func printRayHead(w io.Writer, stateDir string, now time.Time) {
+	st, ok, err := rayhead.ReadStatus(stateDir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "\nRAY HEAD: unreadable: %v\n", err)
+	case ok:
+		fmt.Fprintf(w, "\n%s\n", rayHeadLine(st, now))
+		if st.Ports != nil {
+			p := st.Ports
+			fmt.Fprintf(w, "  ports: GCS %d, dashboard %d (127.0.0.1), Ray Client %d; on loopback only: dashboard agent HTTP %d, metrics export %d, dashboard metrics %d, autoscaler metrics %d\n",
+				p.GCS, p.Dashboard, p.RayClient, p.DashboardAgentHTTP, p.MetricsExport, p.DashboardMetrics, p.AutoscalerMetrics)
+		}
+		if st.LastWords != "" && st.State != rayhead.Running {
+			fmt.Fprintf(w, "  failed %d times in a row the same way before it came up; Ray's last words:\n    %s\n",
+				st.Failing, strings.ReplaceAll(termtext.Lines(st.LastWords), "\n", "\n    "))
+		}
+	}
+}
+
+func rayHeadLine(st rayhead.Status, now time.Time) string {
+	line := fmt.Sprintf("RAY HEAD  %s  %s  for %s  restarts %d", st.Address, st.State, now.Sub(st.Since).Round(time.Second), st.Restarts)
+	if st.PID != 0 {
+		line += fmt.Sprintf("  pid %d", st.PID)
+		if syscall.Kill(st.PID, 0) == syscall.ESRCH {
+			// head up died without stopping it (its state file is stale)
+			line += " (gone: is head up still running?)"
+		}
+	}
+	if st.LastExit != "" {
+		line += "  last exit: " + st.LastExit
+	}
+	return line + "  log " + st.Log
 }

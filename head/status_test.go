@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -85,5 +87,44 @@ func TestStatusShowsRentingHalted(t *testing.T) {
 	printProvider(&b, wire.ProviderStatus{Kind: "vast"}, now)
 	if b.Len() != 0 {
 		t.Errorf("a renting provider printed %q, want nothing", b.String())
+	}
+}
+
+// TestStatusTerms: head status shows an interruptible rental's bid and
+// on-demand price, a contract's end date, and a price increase with what
+// the head did; nothing for a provider without such terms.
+func TestStatusTerms(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	end := now.Add(3 * time.Hour)
+	var b bytes.Buffer
+	printTerms(&b, []wire.RentalTerms{
+		{InstanceID: "31000001", CandidateID: "c-1", BidDPH: 0.044, OnDemandDPH: 0.1},
+		{InstanceID: "31000002", CandidateID: "c-2", EndDate: &end,
+			PriceIncrease: &wire.PriceIncrease{OldDPH: 0.1, NewDPH: 0.2, Action: wire.PriceRejected, At: now}},
+	}, now)
+	got := b.String()
+	for _, want := range []string{"BID $/H", "ON-DEMAND $/H", "$0.044", "$0.100", "2026-11-30T15:00:00Z (in 3h0m0s)", "$0.100 → $0.200/h rejected"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status lacks %q:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	if printTerms(&b, nil, now); b.Len() != 0 {
+		t.Errorf("printed %q for no terms", b.String())
+	}
+}
+
+// TestRayHeadLineStale: the Ray head line flags a pid that is gone (head
+// up died without stopping it).
+func TestRayHeadLineStale(t *testing.T) {
+	now := time.Now()
+	live := rayHeadLine(rayhead.Status{State: "running", Address: "10.0.0.1:6379", PID: os.Getpid(), Since: now}, now)
+	if strings.Contains(live, "gone") || !strings.HasPrefix(live, "RAY HEAD  10.0.0.1:6379  running") {
+		t.Errorf("live pid: %q", live)
+	}
+	// A pid that cannot exist (above pid_max's ceiling of 2^22).
+	stale := rayHeadLine(rayhead.Status{State: "running", Address: "10.0.0.1:6379", PID: 1<<22 + 7, Since: now}, now)
+	if !strings.Contains(stale, "gone") {
+		t.Errorf("stale pid: %q", stale)
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/rayhead/autoscaler"
 	"github.com/rayvast/rayvast/head/statedir"
-	"github.com/rayvast/rayvast/internal/pki"
 	"github.com/rayvast/rayvast/internal/rvtest"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -261,35 +261,6 @@ func TestUpNoRayHead(t *testing.T) {
 	}
 }
 
-// TestRayHeadFilesRenewed: an earlier run's files are reused until the
-// certificate nears its end, then made again.
-func TestRayHeadFilesRenewed(t *testing.T) {
-	dir := t.TempDir()
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"init", "--state", dir + "/s", "--ip", "127.0.0.1"}, &out, &errb); code != 0 {
-		t.Fatal(errb.String())
-	}
-	st, err := statedir.Load(dir + "/s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	old := now.Add(-pki.NodeLifetime + 10*24*time.Hour) // ends in 10 days
-	f, err := rayHeadFilesOnce(st, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _ := os.ReadFile(f.cert)
-	again, err := rayHeadFilesOnce(st, old)
-	if b, _ := os.ReadFile(again.cert); err != nil || !bytes.Equal(b, first) {
-		t.Errorf("a fresh certificate was not reused (%v)", err)
-	}
-	renewed, err := rayHeadFilesOnce(st, now)
-	if b, _ := os.ReadFile(renewed.cert); err != nil || bytes.Equal(b, first) || certEndsBefore(renewed.cert, now.Add(renewBefore)) {
-		t.Errorf("a certificate ending in 10 days was not renewed (%v)", err)
-	}
-}
-
 // TestUpSecondOnSameState: a second head up on a state dir a head serves
 // exits 1 (the state dir's lock) and, even with --down-on-exit, ends
 // nothing of the running head's cluster.
@@ -337,11 +308,11 @@ func TestUpAutoscaler(t *testing.T) {
 	r := startUp(t, "--config", cfg, "--agent", os.Args[0], "--listen-a", "127.0.0.1:0", "--listen-b", "127.0.0.1:0")
 	r.waitFor(t, "the Ray head", func() bool { _, ok := readFakeray(t, record); return ok })
 	rec, _ := readFakeray(t, record)
-	yaml := filepath.Join(state, AutoscalerFile)
+	yaml := filepath.Join(state, autoscaler.File)
 	if got := rec.Argv[len(rec.Argv)-1]; got != "--autoscaling-config="+yaml {
 		t.Errorf("Ray head argv %v: last is %q, want --autoscaling-config=%s", rec.Argv, got, yaml)
 	}
-	plugins := filepath.Join(state, PluginDir)
+	plugins := filepath.Join(state, autoscaler.PluginDir)
 	fr, _ := filepath.Abs("../test/fakeray")
 	if got, want := rec.Env["PYTHONPATH"], plugins+":"+filepath.Join(state, "ray-head", "shim")+":"+fr; got != want {
 		t.Errorf("Ray head PYTHONPATH = %q, want %q", got, want)

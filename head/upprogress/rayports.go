@@ -1,4 +1,4 @@
-package main
+package upprogress
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/rayvast/rayvast/head/rayhead"
 )
 
-// sayPublicRayPorts, with the firewall off, tells the user which of the
+// PublicRayPorts, with the firewall off, tells the user which of the
 // Ray head's ports anyone who reaches this machine reaches: once the set
 // has not changed for settle (or after limit), from the processes.
-func sayPublicRayPorts(ctx context.Context, stateDir string, p *progress, settle, limit time.Duration) {
+func (p *Printer) PublicRayPorts(ctx context.Context, stateDir string, settle, limit time.Duration) {
 	var last []listenports.Listener
 	same := time.Now()
 	deadline := time.Now().Add(limit)
@@ -38,7 +38,7 @@ func sayPublicRayPorts(ctx context.Context, stateDir string, p *progress, settle
 			last, same = exposed, time.Now()
 		}
 		if len(last) > 0 && (time.Since(same) >= settle || time.Now().After(deadline)) {
-			p.step("%s", publicRayPortsText(last))
+			p.Step("%s", publicRayPortsText(last))
 			return
 		}
 	}

@@ -1,4 +1,7 @@
-package main
+// Package upprogress prints head up's progress: its steps as they happen,
+// then one line per change of a rental's state and a summary line
+// (rewritten in place on a terminal), from the running head's Go methods.
+package upprogress
 
 import (
 	"context"
@@ -8,19 +11,15 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/server"
-	"github.com/rayvast/rayvast/head/termtext"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// progress prints head up's steps as they happen, then follows the
-// candidates through the admin socket: one line per change of a rental's
-// state, and a summary line (rewritten in place on a terminal).
-type progress struct {
+// Printer prints head up's steps, then follows the candidates.
+type Printer struct {
 	w    io.Writer
 	tty  bool
 	mu   sync.Mutex
@@ -28,8 +27,9 @@ type progress struct {
 	last string // the last summary printed
 }
 
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
+// New prints to w (in place on a terminal).
+func New(w io.Writer) *Printer {
+	p := &Printer{w: w}
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			p.tty = true
@@ -38,23 +38,32 @@ func newProgress(w io.Writer) *progress {
 	return p
 }
 
-// step prints one line, above the summary line if one is showing.
-func (p *progress) step(format string, a ...any) {
+// Step prints one line, above the summary line if one is showing.
+func (p *Printer) Step(format string, a ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLive()
 	fmt.Fprintf(p.w, "· "+format+"\n", a...)
 }
 
-func (p *progress) clearLive() {
+// Plain clears the summary line and returns the writer, for another's
+// output (head down's report) on lines of its own.
+func (p *Printer) Plain() io.Writer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clearLive()
+	return p.w
+}
+
+func (p *Printer) clearLive() {
 	if p.live {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.live = false
 	}
 }
 
-// end finishes the summary line so later output starts on a line of its own.
-func (p *progress) end() {
+// End finishes the summary line so later output starts on a line of its own.
+func (p *Printer) End() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.live {
@@ -63,7 +72,7 @@ func (p *progress) end() {
 	}
 }
 
-func (p *progress) summary(s string) {
+func (p *Printer) summary(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s == p.last && !p.tty {
@@ -78,16 +87,16 @@ func (p *progress) summary(s string) {
 	fmt.Fprintln(p.w, s)
 }
 
-// watch follows the running head's candidates every 2 s, through its Go
+// Watch follows the running head's candidates every 2 s, through its Go
 // methods (never its own admin socket), until ctx ends or the head stops.
-func (p *progress) watch(ctx context.Context, srv *server.Server, stateDir string) {
+func (p *Printer) Watch(ctx context.Context, srv *server.Server, stateDir string) {
 	seen := map[string]string{} // candidate → last state shown
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
 		cands, nodes := srv.Candidates(), srv.Nodes()
 		for _, line := range changes(seen, cands) {
-			p.step("%s", line)
+			p.Step("%s", line)
 		}
 		ray, _, _ := rayhead.ReadStatus(stateDir)
 		p.summary(summaryLine(cands, nodes, ray))
@@ -172,40 +181,4 @@ func summaryLine(cands []wire.Candidate, nodes []wire.Node, ray rayhead.Status) 
 		line += fmt.Sprintf(" · $%.3f/h", dph)
 	}
 	return line
-}
-
-// printRayHead is head status's line on the Ray head that head up runs
-// (nothing when none ran from this state dir).
-func printRayHead(w io.Writer, stateDir string, now time.Time) {
-	st, ok, err := rayhead.ReadStatus(stateDir)
-	switch {
-	case err != nil:
-		fmt.Fprintf(w, "\nRAY HEAD: unreadable: %v\n", err)
-	case ok:
-		fmt.Fprintf(w, "\n%s\n", rayHeadLine(st, now))
-		if st.Ports != nil {
-			p := st.Ports
-			fmt.Fprintf(w, "  ports: GCS %d, dashboard %d (127.0.0.1), Ray Client %d; on loopback only: dashboard agent HTTP %d, metrics export %d, dashboard metrics %d, autoscaler metrics %d\n",
-				p.GCS, p.Dashboard, p.RayClient, p.DashboardAgentHTTP, p.MetricsExport, p.DashboardMetrics, p.AutoscalerMetrics)
-		}
-		if st.LastWords != "" && st.State != rayhead.Running {
-			fmt.Fprintf(w, "  failed %d times in a row the same way before it came up; Ray's last words:\n    %s\n",
-				st.Failing, strings.ReplaceAll(termtext.Lines(st.LastWords), "\n", "\n    "))
-		}
-	}
-}
-
-func rayHeadLine(st rayhead.Status, now time.Time) string {
-	line := fmt.Sprintf("RAY HEAD  %s  %s  for %s  restarts %d", st.Address, st.State, now.Sub(st.Since).Round(time.Second), st.Restarts)
-	if st.PID != 0 {
-		line += fmt.Sprintf("  pid %d", st.PID)
-		if syscall.Kill(st.PID, 0) == syscall.ESRCH {
-			// head up died without stopping it (its state file is stale)
-			line += " (gone: is head up still running?)"
-		}
-	}
-	if st.LastExit != "" {
-		line += "  last exit: " + st.LastExit
-	}
-	return line + "  log " + st.Log
 }

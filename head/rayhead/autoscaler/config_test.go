@@ -1,4 +1,4 @@
-package main
+package autoscaler
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
-// TestAutoscalerYAMLPassesRaySchema: the Ray cluster config head up writes
-// for each example passes head/rayhead/autoscaler/check_config.py (Ray's own
+// TestClusterConfigPassesRaySchema: the Ray cluster config head up writes
+// for each example passes check_config.py (Ray's own
 // ray-schema.json, validate_config's checks, every key v1 indexes).
-func TestAutoscalerYAMLPassesRaySchema(t *testing.T) {
+func TestClusterConfigPassesRaySchema(t *testing.T) {
 	// python3 on PATH first (it may be a pyenv one with the modules), then
 	// Debian's, where .ci/run's apt-get puts python3-yaml and -jsonschema.
 	var py string
@@ -35,17 +35,17 @@ func TestAutoscalerYAMLPassesRaySchema(t *testing.T) {
 		rvtest.Need(t, fmt.Sprintf("python3 with yaml and jsonschema: %v", err))
 	}
 	for _, ex := range []string{"docker.json", "vast.json"} {
-		cfg, err := config.Load(filepath.Join("..", "examples", ex))
+		cfg, err := config.Load(filepath.Join("..", "..", "..", "examples", ex))
 		if err != nil {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
 		st := &statedir.State{Dir: dir, HeadIP: "198.51.100.1"}
-		path, err := writeAutoscalerYAML(st, cfg, filepath.Join(dir, statedir.AdminSocket))
+		path, err := WriteConfig(st, cfg, filepath.Join(dir, statedir.AdminSocket))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(py, "-B", "rayhead/autoscaler/check_config.py", path).CombinedOutput()
+		out, err := exec.Command(py, "-B", "check_config.py", path).CombinedOutput()
 		if err != nil {
 			t.Errorf("%s: check_config: %v\n%s", ex, err, out)
 		}

@@ -36,7 +36,7 @@ func TestRunAndEnv(t *testing.T) {
 		t.Fatalf("head env without a Ray head: exit %d, %s", code, out)
 	}
 
-	if _, err := rayHeadFilesOnce(st, time.Now()); err != nil {
+	if _, err := rayhead.FilesOnce(st, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	venv := filepath.Join(t.TempDir(), "venv", "bin")

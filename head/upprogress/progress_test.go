@@ -1,15 +1,15 @@
-package main
+package upprogress
 
 import (
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
+// TestProgressLines: a rental's line says its state once per change, with
+// what is known of it; the summary counts states and prices live rentals only.
 func TestProgressLines(t *testing.T) {
 	seen := map[string]string{}
 	cands := []wire.Candidate{{CandidateID: "c-1", NodeType: "gpu", State: "enrolled", InstanceID: "7", PublicIP: "198.51.100.7", DPHTotal: 0.25},
@@ -29,18 +29,5 @@ func TestProgressLines(t *testing.T) {
 	}
 	if line := summaryLine(cands[2:], nil, rayhead.Status{}); strings.Contains(line, "$") {
 		t.Errorf("unpriced summary shows a price: %q", line)
-	}
-}
-
-func TestRayHeadLineStale(t *testing.T) {
-	now := time.Now()
-	live := rayHeadLine(rayhead.Status{State: "running", Address: "10.0.0.1:6379", PID: os.Getpid(), Since: now}, now)
-	if strings.Contains(live, "gone") || !strings.HasPrefix(live, "RAY HEAD  10.0.0.1:6379  running") {
-		t.Errorf("live pid: %q", live)
-	}
-	// A pid that cannot exist (above pid_max's ceiling of 2^22).
-	stale := rayHeadLine(rayhead.Status{State: "running", Address: "10.0.0.1:6379", PID: 1<<22 + 7, Since: now}, now)
-	if !strings.Contains(stale, "gone") {
-		t.Errorf("stale pid: %q", stale)
 	}
 }

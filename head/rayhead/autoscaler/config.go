@@ -1,4 +1,4 @@
-package main
+package autoscaler
 
 import (
 	"encoding/json"
@@ -9,14 +9,13 @@ import (
 
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/rayhead"
-	"github.com/rayvast/rayvast/head/rayhead/autoscaler"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/atomicfile"
 )
 
-// AutoscalerFile is the Ray cluster config head up writes into the state
+// File is the Ray cluster config head up writes into the state
 // dir for `ray start --head --autoscaling-config=…` or `ray up`.
-const AutoscalerFile = "autoscaler.yaml"
+const File = "autoscaler.yaml"
 
 // PluginDir is the state dir's folder holding the autoscaler plugin that
 // head up puts on the Ray head's PYTHONPATH.
@@ -26,14 +25,14 @@ const PluginDir = "autoscaler"
 // config's autoscaler block does not name one.
 const defaultIdleTimeoutMinutes = 5.0
 
-// autoscalerConfig is the Ray cluster config of this cluster for the
-// rayvast plugin (head/rayhead/autoscaler). Every key Ray's v1 StandardAutoscaler
+// ClusterConfig is the Ray cluster config of this cluster for the
+// rayvast plugin (this package). Every key Ray's v1 StandardAutoscaler
 // indexes directly is present (it reads the YAML raw), the head has a node
 // type (v2 validates that), no node is ever reached by SSH
 // (disable_node_updaters) and a monitor restart does not end every node as
-// outdated (disable_launch_config_check). head/rayhead/autoscaler's test validates
+// outdated (disable_launch_config_check). TestClusterConfigPassesRaySchema validates
 // the result against Ray's ray-schema.json.
-func autoscalerConfig(cluster, sock, headIP string, cfg *config.Config) map[string]any {
+func ClusterConfig(cluster, sock, headIP string, cfg *config.Config) map[string]any {
 	types := map[string]any{
 		rayhead.NodeTypeName: map[string]any{"node_config": map[string]any{}, "resources": map[string]int{},
 			"min_workers": 0, "max_workers": 0},
@@ -95,20 +94,20 @@ func autoscalerConfig(cluster, sock, headIP string, cfg *config.Config) map[stri
 	}
 }
 
-// writeAutoscalerYAML writes STATE/autoscaler.yaml (JSON is YAML: Ray's
+// WriteConfig writes STATE/autoscaler.yaml (JSON is YAML: Ray's
 // yaml.safe_load reads it) and returns its path.
-func writeAutoscalerYAML(st *statedir.State, cfg *config.Config, sock string) (string, error) {
+func WriteConfig(st *statedir.State, cfg *config.Config, sock string) (string, error) {
 	cluster := cfg.Cluster
 	if cluster == "" {
 		cluster = st.Cluster
 	}
-	b, err := json.MarshalIndent(autoscalerConfig(cluster, sock, st.HeadIP, cfg), "", "  ")
+	b, err := json.MarshalIndent(ClusterConfig(cluster, sock, st.HeadIP, cfg), "", "  ")
 	if err != nil {
 		return "", err
 	}
 	head := "# Ray cluster config of rayvast cluster " + cluster + ", written by head up.\n" +
 		"# Put head/rayhead/autoscaler on the Ray head's PYTHONPATH; see head/rayhead/autoscaler/example.yaml.\n"
-	path := st.Path(AutoscalerFile)
+	path := st.Path(File)
 	// Atomic: Ray's monitor reads the file again on every update.
 	if err := atomicfile.Write(path, append([]byte(head), append(b, '\n')...), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
@@ -123,35 +122,36 @@ func writePlugin(st *statedir.State) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("plugin dir: %w", err)
 	}
-	path := filepath.Join(dir, autoscaler.PluginModule+".py")
-	if err := atomicfile.Write(path, autoscaler.Plugin, 0o600); err != nil {
+	path := filepath.Join(dir, PluginModule+".py")
+	if err := atomicfile.Write(path, Plugin, 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return dir, nil
 }
 
-// autoscaling is what the Ray head needs to run Ray's autoscaler.
-type autoscaling struct{ config, pluginDir string }
+// Files is what the Ray head needs to run Ray's autoscaler: the cluster
+// config's path and the plugin's dir.
+type Files struct{ Config, PluginDir string }
 
-// writeAutoscaling writes STATE/autoscaler.yaml (naming the admin socket
-// the head is about to open) and the plugin.
-func writeAutoscaling(st *statedir.State, cfg *config.Config) (*autoscaling, error) {
-	path, err := writeAutoscalerYAML(st, cfg, st.Path(statedir.AdminSocket))
+// Write writes STATE/autoscaler.yaml (naming the admin socket the head is
+// about to open) and the plugin.
+func Write(st *statedir.State, cfg *config.Config) (Files, error) {
+	path, err := WriteConfig(st, cfg, st.Path(statedir.AdminSocket))
 	if err != nil {
-		return nil, err
+		return Files{}, err
 	}
 	dir, err := writePlugin(st)
 	if err != nil {
-		return nil, err
+		return Files{}, err
 	}
-	return &autoscaling{config: path, pluginDir: dir}, nil
+	return Files{Config: path, PluginDir: dir}, nil
 }
 
-// unplannedTypes are the node types Ray's autoscaler cannot plan CPU work
+// UnplannedTypes are the node types Ray's autoscaler cannot plan CPU work
 // for: with no cpus in the config, autoscaler.yaml declares no CPU for
 // them, and Ray launches a type only for demand that fits what it
 // declares (it learns the real CPU count once one of its nodes runs).
-func unplannedTypes(cfg *config.Config) []string {
+func UnplannedTypes(cfg *config.Config) []string {
 	var out []string
 	for n, t := range cfg.NodeTypes {
 		if t.CPUs == 0 {

@@ -1,4 +1,4 @@
-package main
+package upprogress
 
 import (
 	"net/netip"
