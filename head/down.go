@@ -7,19 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
-	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
-	"github.com/rayvast/rayvast/head/provider/docker"
-	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/teardown"
-	"github.com/rayvast/rayvast/head/vastnet"
-	"github.com/rayvast/rayvast/internal/dockerengine"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -101,10 +95,11 @@ func parseDownFlags(args []string, stderr io.Writer) (f downFlags, code int, ok 
 }
 
 // down runs head down's phases: open the provider's rentals, end the
-// cluster (teardown.Down), report, and remove a stopped head's Docker
-// network.
+// cluster (teardown.Down), report, and clean up after a stopped head
+// (the docker provider's network).
 func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger) error {
-	rentals, closeRentals, err := openDownRentals(ctx, t, log)
+	rentals, closeRentals, err := server.DownRentals(ctx, t.kind, t.pc,
+		provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
 	if err != nil {
 		return err
 	}
@@ -115,39 +110,10 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	if t.kind == wire.ProviderDocker && !rep.HeadRunning {
-		// Nothing uses the cluster's network any more (a running head's
-		// provider still would): remove it with anything left on it.
-		return vastnet.Cleanup(ctx, dockerengine.New(""), func(c string) bool { return c == t.cluster })
+	if !rep.HeadRunning {
+		return server.Cleanup(ctx, t.kind, t.cluster)
 	}
 	return nil
-}
-
-// openDownRentals opens what lists and destroys the cluster's rentals: nil
-// with no built-in provider. closeRentals is never nil.
-func openDownRentals(ctx context.Context, t downTarget, log *slog.Logger) (rentals reconcile.Rentals, closeRentals func(), err error) {
-	if t.kind == wire.ProviderDocker {
-		// Only list and end: the full provider would make the network and
-		// start a DNS responder, rewriting a running head's DNS port in the
-		// state dir.
-		r, err := docker.OpenRentals(nil, t.cluster, log)
-		if err != nil {
-			return nil, nil, err
-		}
-		return r, func() {}, nil
-	}
-	ps, err := server.ReadProviderSettings(t.kind, t.pc)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := server.OpenProvider(ctx, ps, blocklist.New(time.Now), provider.Options{Cluster: t.cluster, StateDir: t.st.Dir, HeadIP: t.st.HeadIP, Log: log})
-	if err != nil {
-		return nil, nil, err
-	}
-	if p == nil {
-		return nil, func() {}, nil
-	}
-	return p, func() { p.Close() }, nil
 }
 
 type closerFunc func() error

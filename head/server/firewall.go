@@ -6,19 +6,18 @@ import (
 	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
-	"github.com/rayvast/rayvast/internal/wire"
 )
 
 // FirewallOn is whether serve guards its ports: --firewall on, or auto
-// with the vast provider (rentals there reach the head from the internet)
-// and with none unless the config says its network is private (an
-// external provider's rentals are as public as vast's, whoever rents them).
-// Only the docker provider's local network stays open by default.
+// where the provider kind's rentals are on a network others reach (the
+// kinds table: vast, and none unless the config says its network is
+// private; the docker provider's local network stays open).
 func (f Config) FirewallOn() bool {
 	if f.Firewall != "auto" {
 		return f.Firewall == "on"
 	}
-	return f.Provider == wire.ProviderVast || (f.Provider == wire.ProviderNone && !f.PrivateNetwork)
+	k, ok := kinds[f.Provider]
+	return ok && k.firewall(f.PrivateNetwork) // an unknown kind is refused before anything serves
 }
 
 // CheckFirewall refuses a --firewall that cannot be honoured, before

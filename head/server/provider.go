@@ -13,7 +13,6 @@ import (
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/head/provider/docker"
-	"github.com/rayvast/rayvast/head/provider/vast"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -55,29 +54,19 @@ func startProvider(ctx context.Context, kind string, cfg *config.Config, block *
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureCandidateImage(ctx, &ps, cfg.Ray.Version, o.Log); err != nil {
-		return nil, err
+	if prepare := kinds[kind].prepare; prepare != nil {
+		if err := prepare(ctx, &ps, cfg.Ray.Version, o.Log); err != nil {
+			return nil, err
+		}
 	}
 	return OpenProvider(ctx, ps, block, o)
 }
 
 // OpenProvider opens the built-in provider of ps; nil for kind none. It
-// builds no image: ps.docker.Image must be set (ensureCandidateImage).
+// prepares nothing: ps.docker.Image must be set (ensureCandidateImage).
 func OpenProvider(ctx context.Context, ps ProviderSettings, block *blocklist.List, o provider.Options) (provider.Provider, error) {
-	switch ps.kind {
-	case wire.ProviderDocker:
-		p, err := docker.New(ctx, docker.Config{Settings: ps.docker, Cluster: o.Cluster, StateDir: o.StateDir, HeadIP: o.HeadIP, Log: o.Log})
-		if err != nil {
-			return nil, err // not a typed nil in the interface; its errors say "docker provider: …"
-		}
-		return p, nil
-	case wire.ProviderVast:
-		p, err := vast.New(vast.Config{Settings: ps.vast, Key: ps.vastKey, Cluster: o.Cluster, Blocklist: block, Log: o.Log})
-		if err != nil {
-			return nil, err // likewise; "vast provider: …"
-		}
-		go p.CheckKeyScope(ctx) // once, in the log; never a reason to stop
-		return p, nil
+	if open := kinds[ps.kind].open; open != nil {
+		return open(ctx, ps, block, o)
 	}
 	return nil, nil
 }
@@ -88,7 +77,7 @@ func OpenProvider(ctx context.Context, ps ProviderSettings, block *blocklist.Lis
 // package index), else the stand-in. The first build takes minutes; its
 // progress goes to log.
 func ensureCandidateImage(ctx context.Context, ps *ProviderSettings, rayVersion string, log *slog.Logger) error {
-	if ps.kind != wire.ProviderDocker || ps.docker.Image != "" {
+	if ps.docker.Image != "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rayvast/rayvast/head/candidateimage"
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/provider/docker"
 	"github.com/rayvast/rayvast/head/provider/vast"
@@ -51,15 +50,10 @@ func parseProviderSettings(kind string, pc *wire.ProviderConfig, getenv func(str
 		pc = nil
 	}
 	ps := ProviderSettings{kind: kind}
-	var err error
-	switch kind {
-	case wire.ProviderDocker:
-		ps.docker, err = dockerSettings(pc, getenv)
-		ps.rayWheels = getenv(candidateimage.EnvRayWheels)
-	case wire.ProviderVast:
-		ps.vast, ps.vastKey, err = vastSettings(pc, getenv)
+	if read := kinds[kind].settings; read != nil {
+		return ps, read(&ps, pc, getenv)
 	}
-	return ps, err
+	return ps, nil
 }
 
 // dockerSettings: the block's image and network knobs, then

@@ -153,10 +153,13 @@ func TestEnsureCandidateImage(t *testing.T) {
 	if err := ensureCandidateImage(ctx, &ps, "", nil); err != nil || !strings.HasPrefix(ps.docker.Image, candidateimage.CandidateRepo+":") {
 		t.Fatalf("image %q, %v; want a %s image", ps.docker.Image, err, candidateimage.CandidateRepo)
 	}
-	for _, ps := range []ProviderSettings{{kind: "docker", docker: docker.Settings{Image: "mine:1"}}, {kind: "vast"}, {kind: "none"}} {
-		want := ps.docker.Image
-		if err := ensureCandidateImage(ctx, &ps, "", nil); err != nil || ps.docker.Image != want {
-			t.Errorf("kind %s: image %q, %v; want %q untouched", ps.kind, ps.docker.Image, err, want)
+	ps = ProviderSettings{kind: "docker", docker: docker.Settings{Image: "mine:1"}}
+	if err := kinds[ps.kind].prepare(ctx, &ps, "", nil); err != nil || ps.docker.Image != "mine:1" {
+		t.Errorf("kind docker naming mine:1: image %q, %v; want it untouched", ps.docker.Image, err)
+	}
+	for _, k := range []string{"vast", "none"} {
+		if kinds[k].prepare != nil {
+			t.Errorf("kind %s prepares something", k)
 		}
 	}
 }
