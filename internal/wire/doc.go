@@ -4,55 +4,61 @@
 // guest API's app and sys-config files (§9). Head, agent and tools import it;
 // it imports nothing of theirs.
 //
-// Protocol history (Version):
+// Protocol history (Version and Revision): one entry per change to the wire, oldest
+// first, numbered from 1 without gaps; [Revision] is the newest entry's number. An
+// entry is additive (a reader that does not know it loses nothing it relied on)
+// unless it says it changes a meaning or a behaviour. Entries 2 to 10 are what
+// Version 2, which cannot talk to 1, brought; entries from 11 on came later, additive
+// within Version 2 except where they say otherwise.
 //
-//	1: first version: enroll, heartbeat, report, admin API v1.
-//	2: enroll request gains gpu_models, ray_version, python_version; the
-//	   bundle gains candidate_id, node_type, ray.node_name, ray.num_cpus;
-//	   rejection reasons gpu_model, ray_version, shared_ip; report events
-//	   ray_restarted and ray_crashloop; an enrollment retry with the same
-//	   token and port_key is answered (docs/protocol.md §6 step 2). Config gains
-//	   ray.version, ray.python_version, node_types.*.gpu_model and cpus,
-//	   provider, max_dph_total and public_logs. Admin API candidates
-//	   gain dph_total and rented_at (and the patch dph_total): what a
-//	   rental costs; the provider block gains intervals_s, and for the
-//	   docker provider hairpin and per_ip. `agent check` (CheckReport,
-//	   and the guest API's tcb checks) gains ray_version and
-//	   python_version. Later, additive: /enroll may answer 503
-//	   {"error":"busy"} (with Retry-After) when the head had no port check
-//	   turn in time; the agent retries a 5xx with the same request anyway.
-//	   Admin API candidates gain reported: a rejected agent's checks.
-//	   The port check's close order (internal/portcheck): the head closes
-//	   each connection once it has the reply line, and the agent closes
-//	   only after the head's close, so no agent port is left in TCP
-//	   TIME_WAIT for Ray; a head of this version still takes an old
-//	   agent's close-first answer.
-//	   Later, additive (issue 22): the heartbeat reply gains ray_head
-//	   {"id"} while the head's Ray head runs; a node whose Ray joined a
-//	   Ray head no longer named ends its Ray at once, heartbeats every
-//	   second until one is named and then starts Ray (another ID named
-//	   outright restarts it at once); ray.state "running" now
-//	   means the node joined Ray's cluster ("starting" until then, after
-//	   every restart too); report event ray_not_joined (Ray's last words
-//	   when it did not join within the agent's bound).
-//	   Later, additive: admin API nodes gain ray_report {event, detail,
-//	   at}: the node's last report of its Ray, kept in the head's memory.
-//	   Later, additive (issue 30, the mesh): the bundle gains mesh {port},
-//	   the eighth-lowest of the 64 (worker ports start at the ninth); the
-//	   heartbeat gains mesh_version and its reply mesh {version, peers:
-//	   [{instance_id, public_ip, mesh_port, ports}]} when the membership
-//	   changed; admin API nodes gain mesh_port and ports. Mesh wire:
-//	   agent/mesh's package comment.
-//	   Later, additive (issue 31): config unheard_limit_s (default 1800, 0
-//	   never) reaches the bundle's heartbeat.unheard_limit_s; a node unheard
-//	   that long ends its own rental; port B's 403 for an unknown or ended
-//	   instance carries the header Rayvast-Node-Status: unknown (its body
-//	   stays {"error":"forbidden"}), and the node ends its rental at once. Admin API nodes gain unheard_limit_s.
-//	   Later, additive (issue 31): the vast provider block gains
-//	   node_types.*.interruptible {max_bid_dph, margin},
-//	   replace_before_end_s and price_increase_max_dph; GET /v1/provider
-//	   gains rentals [{instance_id, candidate_id, bid_dph, ondemand_dph,
-//	   end_date, price_increase {old_dph, new_dph, action, at}}].
+//   - 1: Version 1, the first: enroll, heartbeat, report, admin API v1.
+//   - 2: Version 2: the enroll request gains gpu_models, ray_version, python_version.
+//   - 3: The bundle gains candidate_id, node_type, ray.node_name, ray.num_cpus.
+//   - 4: Rejection reasons gpu_model, ray_version, shared_ip.
+//   - 5: Report events ray_restarted and ray_crashloop.
+//   - 6: An enrollment retry with the same token and port_key is answered
+//     (docs/protocol.md §6 step 2).
+//   - 7: Config gains ray.version, ray.python_version, node_types.*.gpu_model and
+//     cpus, provider, max_dph_total and public_logs.
+//   - 8: Admin API candidates gain dph_total and rented_at (and the patch dph_total):
+//     what a rental costs.
+//   - 9: The provider block gains intervals_s, and for the docker provider hairpin
+//     and per_ip.
+//   - 10: `agent check` (CheckReport, and the guest API's tcb checks) gains
+//     ray_version and python_version.
+//   - 11: /enroll may answer 503 {"error":"busy"} (with Retry-After) when the head
+//     had no port check turn in time; the agent retries a 5xx with the same request anyway.
+//   - 12: Admin API candidates gain reported: a rejected agent's checks.
+//   - 13: Changes a behaviour, the port check's close order (internal/portcheck): the head
+//     closes each connection once it has the reply line, and the agent closes only after the
+//     head's close, so no agent port is left in TCP TIME_WAIT for Ray; a head of this version
+//     still takes an old agent's close-first answer.
+//   - 14: (issue 22) The heartbeat reply gains ray_head {"id"} while the head's Ray
+//     head runs.
+//   - 15: (issue 22) A node whose Ray joined a Ray head no longer named ends its Ray at
+//     once, heartbeats every second until one is named and then starts Ray (another ID
+//     named outright restarts it at once).
+//   - 16: (issue 22) Changes a meaning: ray.state "running" now means the node joined
+//     Ray's cluster ("starting" until then, after every restart too).
+//   - 17: (issue 22) Report event ray_not_joined (Ray's last words when it did not join
+//     within the agent's bound).
+//   - 18: Admin API nodes gain ray_report {event, detail, at}: the node's last report of
+//     its Ray, kept in the head's memory.
+//   - 19: (issue 30, the mesh) The bundle gains mesh {port}, the eighth-lowest of the 64
+//     (worker ports start at the ninth). Mesh wire: agent/mesh's package comment.
+//   - 20: (issue 30) The heartbeat gains mesh_version and its reply mesh {version,
+//     peers: [{instance_id, public_ip, mesh_port, ports}]} when the membership changed.
+//   - 21: (issue 30) Admin API nodes gain mesh_port and ports.
+//   - 22: (issue 31) Config unheard_limit_s (default 1800, 0 never) reaches the bundle's
+//     heartbeat.unheard_limit_s; a node unheard that long ends its own rental.
+//   - 23: (issue 31) Port B's 403 for an unknown or ended instance carries the header
+//     Rayvast-Node-Status: unknown (its body stays {"error":"forbidden"}), and the node
+//     ends its rental at once.
+//   - 24: (issue 31) Admin API nodes gain unheard_limit_s.
+//   - 25: (issue 31) The vast provider block gains node_types.*.interruptible
+//     {max_bid_dph, margin}, replace_before_end_s and price_increase_max_dph.
+//   - 26: (issue 31) GET /v1/provider gains rentals [{instance_id, candidate_id, bid_dph,
+//     ondemand_dph, end_date, price_increase {old_dph, new_dph, action, at}}].
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -64,6 +70,11 @@ package wire
 
 // Version is the single protocol version spoken by head and agent.
 const Version = 2
+
+// Revision is the number of the newest entry in the protocol history of this
+// package's comment. The revision grows with every wire change; Version grows only
+// when old and new cannot talk. TestProtocolHistory holds the two together.
+const Revision = 26
 
 // Environment variable names of the rental request (docs/protocol.md §2).
 const (
