@@ -282,7 +282,7 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) server.Hooks {
 			r.p.Step("listening: port A %s (enrollment), port B %s (heartbeats), admin %s", srv.PortA, srv.PortB, srv.AdminSocket)
 			if r.firewallOn() {
 				r.p.Step("firewall: on (nftables table inet %s): ports A and B and the Ray head's ports take connections only from the candidates' and nodes' IPs and this machine",
-					firewall.TableForStateDir(r.st.Dir))
+					firewall.TableFor(r.st.AppID))
 			}
 			if r.autoscalerYAML == "" {
 				if path, err := autoscaler.WriteConfig(r.st, r.cfg, srv.AdminSocket); err != nil {

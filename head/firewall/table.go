@@ -2,26 +2,15 @@ package firewall
 
 import (
 	"encoding/hex"
-
-	"github.com/rayvast/rayvast/head/statedir"
 )
 
-// DefaultTable is the table of a head without readable state.
+// DefaultTable is the table of a head without a valid app id.
 const DefaultTable = "rayvast"
 
-// TableForStateDir names the nftables table of the head whose state is dir:
-// "rayvast_" and the first 12 hex digits of its app id, so two heads on one
+// TableFor names the nftables table of the head whose state's app id is
+// appID: "rayvast_" and its first 12 hex digits, so two heads on one
 // machine (or `head down` of another cluster) never replace or remove each
-// other's table. DefaultTable when dir holds no readable state.
-func TableForStateDir(dir string) string {
-	st, err := statedir.Load(dir)
-	if err != nil {
-		return DefaultTable
-	}
-	return TableFor(st.AppID)
-}
-
-// TableFor is TableForStateDir of a loaded state's app id.
+// other's table. DefaultTable for an app id too short or not hex.
 func TableFor(appID string) string {
 	if len(appID) < 12 {
 		return DefaultTable

@@ -8,23 +8,24 @@ import (
 	"github.com/rayvast/rayvast/head/statedir"
 )
 
-// TestTableForStateDir: two heads' state dirs name two distinct valid
-// tables; a dir without state names the default.
-func TestTableForStateDir(t *testing.T) {
+// TestTablePerState: two heads' states (each its own app id) name two
+// distinct valid tables.
+func TestTablePerState(t *testing.T) {
 	var names []string
 	for range 2 {
 		dir := filepath.Join(t.TempDir(), "state")
 		if err := statedir.Init(statedir.Options{Dir: dir, IP: "127.0.0.1", Cluster: "c"}); err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, TableForStateDir(dir))
+		st, err := statedir.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, TableFor(st.AppID))
 	}
 	a, b := names[0], names[1]
 	if a == b || !strings.HasPrefix(a, "rayvast_") || !tableName.MatchString(a) || !tableName.MatchString(b) {
 		t.Errorf("tables %q and %q: want distinct valid rayvast_<app id> names", a, b)
-	}
-	if got := TableForStateDir(t.TempDir()); got != DefaultTable {
-		t.Errorf("table of a dir without state = %q, want %q", got, DefaultTable)
 	}
 }
 

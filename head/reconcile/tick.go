@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
 	"github.com/rayvast/rayvast/internal/wire"
 )
@@ -311,7 +312,7 @@ func (p *pass) syncFirewall() {
 	for _, c := range p.live {
 		live = append(live, c)
 	}
-	ips := allowedIPs(live)
+	ips := firewall.AllowedIPs(live)
 	if err := p.l.cfg.Firewall.Sync(ips); err != nil {
 		p.errs = append(p.errs, fmt.Errorf("firewall: %w", err))
 	}

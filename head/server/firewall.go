@@ -3,9 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/rayvast/rayvast/head/firewall"
+	"github.com/rayvast/rayvast/head/guard"
+	"github.com/rayvast/rayvast/head/statedir"
 )
 
 // FirewallOn is whether serve guards its ports: --firewall on, or auto
@@ -43,4 +46,15 @@ func (f Config) CheckFirewall(ctx context.Context) error {
 		return fmt.Errorf("--firewall %s (provider %s): nftables cannot be used here, so ports A and B and the Ray head's ports would be open to anyone: %v", f.Firewall, f.Provider, err)
 	}
 	return nil
+}
+
+// openGuard opens the firewall when it is on (nil, nil when off, after
+// warning of a table an earlier run left).
+func openGuard(ctx context.Context, f Config, st *statedir.State, ports []int, rayPorts func() ([]int, error), log *slog.Logger) (*guard.Guard, error) {
+	table := firewall.TableFor(st.AppID)
+	if !f.FirewallOn() {
+		guard.WarnLeftover(ctx, table, f.Nft, log)
+		return nil, nil
+	}
+	return guard.Open(ctx, guard.Config{Table: table, Ports: ports, RayPorts: rayPorts, Nft: f.Nft, Log: log})
 }

@@ -88,14 +88,24 @@ func Run(ctx context.Context, c Config) error {
 		pauses = &reconcile.Pauses{}
 	}
 	p := newParts(cfg, in, reg, block, driver, ls, pauses, hooks.RayHead, log)
+	g, err := openGuard(ctx, f, st, []int{ls.portA(), ls.portB()}, hooks.RayPorts, log.With("part", "firewall"))
+	if err != nil {
+		ls.close()
+		return err
+	}
+	if g != nil {
+		defer g.Close()
+	}
 	if prov != nil {
 		sweep, replaceBefore := timing(prov)
+		var fw reconcile.Firewall // never a typed nil: the loop asks fw == nil
+		if g != nil {
+			fw = g.Firewall()
+		}
 		stopLoop, err := reconcile.StartServe(ctx, reconcile.ServeConfig{Admin: p.admin, Rentals: prov,
 			Blocklist: block, Status: driver.ProviderStatus,
-			NodeTypes: cfg.NodeTypes, StateDir: st.Dir, Ports: []int{ls.portA(), ls.portB()},
-			Firewall:      f.FirewallOn(),
-			Nft:           f.Nft,
-			RayPorts:      hooks.RayPorts,
+			NodeTypes: cfg.NodeTypes, StateDir: st.Dir,
+			Firewall:      fw,
 			MaxDPHTotal:   cfg.MaxDPHTotal,
 			RayScales:     cfg.Autoscaler != nil,
 			Pauses:        pauses,
@@ -107,16 +117,10 @@ func Run(ctx context.Context, c Config) error {
 			return err
 		}
 		defer stopLoop()
-	} else if f.FirewallOn() {
+	} else if g != nil {
 		// An external provider rents (none): the firewall follows the
 		// candidates and nodes it names through the admin API.
-		stopGuard, err := reconcile.StartGuard(ctx, reconcile.GuardConfig{Admin: p.admin, StateDir: st.Dir,
-			Ports: []int{ls.portA(), ls.portB()}, RayPorts: hooks.RayPorts, Nft: f.Nft, Log: log.With("part", "firewall")})
-		if err != nil {
-			ls.close()
-			return err
-		}
-		defer stopGuard()
+		g.Follow(p.admin.Candidates)
 	}
 	stopLoops, waitLoops := startLoops(reg, f.Retention, p, driver, cfg, st, log)
 	servers := httpServers(p, ls, st, log)

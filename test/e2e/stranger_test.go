@@ -20,7 +20,6 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/listenports"
 	"github.com/rayvast/rayvast/head/rayhead"
 	"github.com/rayvast/rayvast/head/statedir"
@@ -561,7 +560,7 @@ func lastLine(s string) string {
 // nodes' Ray worker logs: why a job failed with the guard on.
 func (c *rayCluster) dumpGuard(t *testing.T, nodes []wire.Node) {
 	t.Helper()
-	out, err := exec.Command("nft", "list", "table", "inet", firewall.TableForStateDir(c.state)).CombinedOutput()
+	out, err := exec.Command("nft", "list", "table", "inet", tableOf(c.state)).CombinedOutput()
 	t.Logf("head firewall (%v):\n%s", err, out)
 	for _, n := range nodes {
 		out, err := exec.Command("docker", "exec", n.InstanceID, "sh", "-c",

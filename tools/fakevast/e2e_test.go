@@ -180,7 +180,7 @@ func TestVastFlow(t *testing.T) {
 	if cs, _ := f.eng.ListContainers(ctx, fakevast.LabelServer+"="+f.name); len(cs) != 0 {
 		t.Errorf("%d containers left", len(cs))
 	}
-	if out, _ := exec.Command("nft", "list", "table", "inet", firewall.TableForStateDir(f.state)).CombinedOutput(); !bytes.Contains(out, []byte("No such file")) {
+	if out, _ := exec.Command("nft", "list", "table", "inet", tableOf(f.state)).CombinedOutput(); !bytes.Contains(out, []byte("No such file")) {
 		t.Errorf("firewall table left after the head stopped: %s", out)
 	}
 	f.checkSecrets()
@@ -299,7 +299,7 @@ func (f *flow) start() {
 		_ = cmd.Process.Kill()
 		// A killed head leaves its table: remove it (guards only this
 		// test's ephemeral ports, but do not leave it behind).
-		_ = firewall.Remove(context.Background(), firewall.TableForStateDir(f.state), nil)
+		_ = firewall.Remove(context.Background(), tableOf(f.state), nil)
 	})
 	sock := filepath.Join(f.state, statedir.AdminSocket)
 	for i := 0; i < 100; i++ {
@@ -437,7 +437,7 @@ func (f *flow) checkNoLeak(when string) {
 }
 
 func (f *flow) checkFirewall(cs []wire.Candidate) {
-	out, err := exec.Command("nft", "list", "set", "inet", firewall.TableForStateDir(f.state), "allowed4").CombinedOutput()
+	out, err := exec.Command("nft", "list", "set", "inet", tableOf(f.state), "allowed4").CombinedOutput()
 	if err != nil {
 		f.t.Errorf("nft list set: %v: %s", err, out)
 		return

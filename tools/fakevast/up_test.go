@@ -53,7 +53,7 @@ func TestUpVast(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = firewall.Remove(context.Background(), firewall.TableForStateDir(f.state), nil)
+		_ = firewall.Remove(context.Background(), tableOf(f.state), nil)
 		t.Logf("head up output:\n%s", out.String())
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(f.state, "head.log"))
