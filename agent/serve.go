@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/rayvast/rayvast/agent/heartbeat"
 	"github.com/rayvast/rayvast/agent/mesh"
 	"github.com/rayvast/rayvast/agent/raylaunch"
+	"github.com/rayvast/rayvast/agent/raylife"
 	"github.com/rayvast/rayvast/agent/supervise"
 	"github.com/rayvast/rayvast/internal/guestauth"
 	"github.com/rayvast/rayvast/internal/secret"
@@ -40,10 +40,17 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 	m, meshAddr := a.startMesh(b)
 	a.meshAddr = meshAddr
 	sup := supervise.New(supervise.Config{Log: a.log})
-	reports := newReportQueue(func(event, detail string) { a.report(hc, portB, b, event, detail) }, a.log)
-	ray := newRayLoop(sup, restartPolicy(a.cfg.Restart), func(joined func()) (*exec.Cmd, func(), error) {
-		return a.rayCommand(b, paths, joined) // a pure function of the bundle and env: the same argv and env each time
-	}, reports.add, a.rayLastWords, a.log)
+	reports := raylife.NewReports(func(event, detail string) { a.report(hc, portB, b, event, detail) }, a.log)
+	ray := raylife.New(raylife.Config{
+		Supervisor: sup,
+		Policy:     raylife.Policy(a.cfg.Restart),
+		Command: func(joined func()) (*exec.Cmd, func(), error) {
+			return a.rayCommand(b, paths, joined) // a pure function of the bundle and env: the same argv and env each time
+		},
+		Report:    reports.Add,
+		LastWords: a.rayLastWords,
+		Log:       a.log,
+	})
 
 	srv, err := a.guestAPI(b, ray)
 	if err != nil {
@@ -58,7 +65,7 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 		return 1
 	}
 
-	if err := ray.startFirst(); err != nil {
+	if err := ray.Start(); err != nil {
 		a.log.Error("starting ray", "err", err)
 		a.report(hc, portB, b, wire.EventRayExited, "ray did not start: "+err.Error())
 		return 1
@@ -77,7 +84,7 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 // watch heartbeats while Ray runs (restarted by the loop when it exits on
 // its own), reports signals and Ray's end, and returns the exit code once
 // Ray is gone for good.
-func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQueue, hc *http.Client, portB string, b *bundle.Bundle, m *mesh.Mesh) int {
+func (a *agent) watch(sup *supervise.Supervisor, ray *raylife.Ray, reports *raylife.Reports, hc *http.Client, portB string, b *bundle.Bundle, m *mesh.Mesh) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -117,12 +124,12 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *rayLoop, reports *reportQu
 		})
 	}()
 
-	code, crashloop := ray.run()
+	code, crashloop := ray.Run()
 	if !crashloop { // a crash loop was reported; the head ends the node on it
 		a.log.Info("ray exited", "exit_code", code)
-		reports.add(wire.EventRayExited, "exit code "+strconv.Itoa(code))
+		reports.Add(wire.EventRayExited, "exit code "+strconv.Itoa(code))
 	}
-	reports.close(30 * time.Second)
+	reports.Close(30 * time.Second)
 	select { // the last heartbeat, bounded: the head may be away
 	case <-beating:
 	case <-time.After(20 * time.Second):
@@ -158,39 +165,13 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths, joined func()) (cmd
 	}
 	cmd = &exec.Cmd{Path: path, Args: argv, Env: env, Stdout: w, Stderr: w}
 	go func() {
-		copyRayOutput(r, io.MultiWriter(a.stderr, a.rayLog), joined)
+		raylife.CopyOutput(r, io.MultiWriter(a.stderr, a.rayLog), joined)
 		r.Close()
 	}()
 	a.log.Info("starting ray", "python", path, "args", argv[1:])
 	// Our copy of the write end must close once Ray has its own, or the
 	// reader never sees EOF; exec.Cmd closes only files it opened itself.
 	return cmd, func() { w.Close() }, nil
-}
-
-// rayStartedLine is what `ray start` prints once its node is in the
-// cluster: Ray 2.52 and 2.60 (ray/scripts/scripts.py, `start`) print it
-// after ray/_private/node.py found the node in the GCS, so ray.nodes()
-// lists it from then on.
-const rayStartedLine = "Ray runtime started"
-
-// copyRayOutput copies Ray's output line by line to w and calls joined at
-// the first line that says Ray's runtime started.
-func copyRayOutput(r io.Reader, w io.Writer, joined func()) {
-	br := bufio.NewReader(r)
-	said := false
-	for {
-		line, err := br.ReadString('\n')
-		if len(line) > 0 {
-			_, _ = io.WriteString(w, line)
-			if !said && strings.Contains(line, rayStartedLine) {
-				said = true
-				joined()
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // rayLastWords is the end of Ray's output, for a report: the last few
@@ -231,7 +212,7 @@ func (a *agent) secrets(b *bundle.Bundle) []string {
 
 // guestAPI builds the guest API server from the bundle and the env's
 // measured switches. A bad policy (unknown scope, bad key) refuses to start.
-func (a *agent) guestAPI(b *bundle.Bundle, ray *rayLoop) (*guestapi.Server, error) {
+func (a *agent) guestAPI(b *bundle.Bundle, ray *raylife.Ray) (*guestapi.Server, error) {
 	checks := a.checks
 	return guestapi.New(guestapi.Config{
 		AppID: b.AppID, AppRootKey: b.AppRootKey,

@@ -84,7 +84,6 @@ func Run(ctx context.Context, cfg Config) error {
 		interval = 30 * time.Second
 	}
 	interval = clamp(interval)
-	retry := backoff.Policy{Base: time.Second, Jitter: Jitter, Rand: cfg.Rand}
 	// wake ends a wait early when Final closes.
 	wake, cancelWake := context.WithCancel(ctx)
 	defer cancelWake()
@@ -98,7 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}()
 	}
-	stopped, failures := false, 0
+	l := &loop{cfg: cfg, interval: interval, retry: backoff.Policy{Base: time.Second, Jitter: Jitter, Rand: cfg.Rand}}
 	var kicked []chan struct{} // waiting for this beat's answer
 	for seq := int64(1); ; seq++ {
 		hb := wire.Heartbeat{Version: wire.Version, InstanceID: cfg.InstanceID, Seq: seq, Ray: cfg.Status()}
@@ -118,44 +117,14 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil
 		}
-		wait := backoff.Jitter(interval, Jitter, cfg.Rand)
+		wait := backoff.Jitter(l.interval, Jitter, cfg.Rand)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			failures++
-			retry.Max = interval
-			wait = retry.Delay(failures - 1)
-			cfg.Log.Warn("heartbeat failed", "seq", seq, "failures", failures, "retry_in", wait.Round(time.Millisecond), "err", err)
+			wait = l.failed(seq, err)
 		default:
-			if failures > 0 {
-				cfg.Log.Info("heartbeat back", "seq", seq, "after_failures", failures)
-			}
-			failures = 0
-			if d, ok := IntervalOf(reply.IntervalS); ok && d != interval {
-				interval = d
-				wait = backoff.Jitter(interval, Jitter, cfg.Rand)
-			}
-			cfg.Log.Debug("heartbeat", "seq", seq, "ray", hb.Ray.State, "action", reply.Action)
-			if cfg.OnRayHead != nil {
-				id := ""
-				if reply.RayHead != nil {
-					id = reply.RayHead.ID
-				}
-				if cfg.OnRayHead(id) {
-					wait = min(wait, backoff.Jitter(SoonInterval, Jitter, cfg.Rand))
-				}
-			}
-			if cfg.Mesh != nil && reply.Mesh != nil {
-				cfg.Mesh.Update(*reply.Mesh)
-			}
-			if reply.Action == wire.ActionStop && !stopped {
-				stopped = true
-				cfg.Log.Info("head asked to stop ray", "seq", seq)
-				if cfg.OnStop != nil {
-					cfg.OnStop()
-				}
-			}
+			wait = l.answered(hb, reply, wait)
 		}
 		closeAll(kicked)
 		kicked = nil
