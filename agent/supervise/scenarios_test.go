@@ -36,6 +36,7 @@ const (
 	envChildren  = "SUPERVISE_CHILDREN"        // restarter: comma-separated child scenarios, run in turn
 	envHold      = "SUPERVISE_HOLD"            // restarter: before each restart, wait until Stopping closes
 	envStragGr   = "SUPERVISE_STRAGGLER_GRACE" // supervisor, cycler: Config.StragglerGrace
+	envGate      = "SUPERVISE_GATE"            // any scenario: first read stdin to its end
 )
 
 // helperDeadline bounds every wait inside a helper so a broken supervisor
@@ -64,6 +65,9 @@ const helperLifetime = 60 * time.Second
 func runHelper(scenario string) int {
 	reportFile = os.NewFile(3, "report")
 	time.AfterFunc(helperLifetime, func() { os.Exit(101) })
+	if os.Getenv(envGate) != "" {
+		io.Copy(io.Discard, os.Stdin) // held until the parent closes the pipe
+	}
 	switch {
 	case scenario == "supervisor":
 		return supervisorMain()
@@ -170,13 +174,25 @@ func restarterMain() int {
 	}()
 	report("supervisor pid=%d", os.Getpid())
 	children := strings.Split(os.Getenv(envChildren), ",")
-	if err := sup.Start(helperCmd(children[0])); err != nil {
+	// The first child is gated on a pipe so it surely still runs while the
+	// Restart below is tried: a quick exit:N could otherwise end first and
+	// let that Restart run exit:0 in its place.
+	first := helperCmd(children[0], envGate+"=1")
+	gate, open, err := os.Pipe()
+	if err != nil {
+		report("supervisor pipe: %v", err)
+		return 99
+	}
+	first.Stdin = gate
+	if err := sup.Start(first); err != nil {
 		report("supervisor start: %v", err)
 		return 99
 	}
+	gate.Close()
 	if err := sup.Restart(helperCmd("exit:0")); err != nil {
 		report("supervisor restart while running refused")
 	}
+	open.Close()
 	for _, next := range children[1:] {
 		report("supervisor child pid=%d", sup.PID())
 		<-sup.Done()
