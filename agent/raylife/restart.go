@@ -72,15 +72,9 @@ func (r *Ray) restartNow(why string) restartOutcome {
 		return stoppedIdle
 	}
 	r.restarts.Forced()
-	err := r.start(why)
-	switch {
-	case err == nil:
-		return restarted
-	case errors.Is(err, supervise.ErrStopping):
-		return stoppedIdle
+	if out, done := r.startAgain(why); done {
+		return out
 	}
-	r.log.Error("restarting ray failed", "err", err)
-	r.report(wire.EventRayExited, "restart failed: "+err.Error())
 	return r.restartAfterBackoff(-1)
 }
 
@@ -105,16 +99,26 @@ func (r *Ray) restartAfterBackoff(code int) restartOutcome {
 			t.Stop()
 			return stoppedIdle
 		}
-		err := r.start("")
-		switch {
-		case err == nil:
-			return restarted
-		case errors.Is(err, supervise.ErrStopping):
-			return stoppedIdle
+		if out, done := r.startAgain(""); done {
+			return out
 		}
-		r.log.Error("restarting ray failed", "err", err)
-		r.report(wire.EventRayExited, "restart failed: "+err.Error())
 	}
+}
+
+// startAgain starts Ray once more. done is false when the start failed
+// (logged and reported as Ray's exit), so the caller backs off and tries
+// again; otherwise out is how the restart ended.
+func (r *Ray) startAgain(why string) (out restartOutcome, done bool) {
+	err := r.start(why)
+	switch {
+	case err == nil:
+		return restarted, true
+	case errors.Is(err, supervise.ErrStopping):
+		return stoppedIdle, true
+	}
+	r.log.Error("restarting ray failed", "err", err)
+	r.report(wire.EventRayExited, "restart failed: "+err.Error())
+	return 0, false
 }
 
 // start restarts Ray; why, when set, is the agent's own reason.
