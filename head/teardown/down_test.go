@@ -27,7 +27,7 @@ func (ends) Rent(wire.Candidate, map[string]string)          {}
 func (e ends) End(id, reason string) (wire.Candidate, error) { return e.reg.End(id, reason) }
 
 // newAdmin is a real admin API over an in-memory registry.
-func newAdmin(t *testing.T) (*registry.Registry, struct{}, *admin.Server) {
+func newAdmin(t *testing.T) (*registry.Registry, *admin.Server) {
 	t.Helper()
 	reg, err := registry.Open(registry.Config{})
 	if err != nil {
@@ -36,7 +36,20 @@ func newAdmin(t *testing.T) (*registry.Registry, struct{}, *admin.Server) {
 	types := map[string]wire.NodeType{"gpu": {GPUs: 1, MinWorkers: 2, MaxWorkers: 2}}
 	h := admin.New(admin.Config{Registry: reg, Blocklist: blocklist.New(time.Now), Rentals: ends{reg}, NodeTypes: types,
 		Env: admin.Env{Head: "192.0.2.1", PortA: 1, PortB: 2, BootstrapSHA256: "aa", CASHA256: "bb"}})
-	return reg, struct{}{}, h
+	return reg, h
+}
+
+// serveAdmin serves h on dir's admin socket, as a running head does.
+func serveAdmin(t *testing.T, dir string, h http.Handler) *http.Server {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return srv
 }
 
 func exists(path string) bool {
@@ -77,13 +90,8 @@ func (c *closer) Close() error { c.closed = true; return nil }
 // destroys rentals and removes the firewall table.
 func TestDown(t *testing.T) {
 	dir := t.TempDir()
-	reg, _, adm := newAdmin(t)
-	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: adm.Handler()}
-	go srv.Serve(ln)
+	reg, adm := newAdmin(t)
+	srv := serveAdmin(t, dir, adm.Handler())
 	for i := 0; i < 3; i++ {
 		if _, _, err := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu"}); err != nil {
 			t.Fatal(err)

@@ -2,13 +2,10 @@ package teardown
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -17,7 +14,7 @@ import (
 // destroying the rentals by label; the failure is still reported.
 func TestDownDestroysWhenEndFails(t *testing.T) {
 	dir := t.TempDir()
-	reg, _, adm := newAdmin(t)
+	reg, adm := newAdmin(t)
 	h := adm.Handler()
 	if _, _, err := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu"}); err != nil {
 		t.Fatal(err)
@@ -29,13 +26,7 @@ func TestDownDestroysWhenEndFails(t *testing.T) {
 		}
 		h.ServeHTTP(w, r)
 	})
-	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: broken}
-	go srv.Serve(ln)
-	defer srv.Close()
+	serveAdmin(t, dir, broken)
 	rs := &listRentals{live: map[string]bool{"21": true}}
 	rep, err := Down(context.Background(), Config{StateDir: dir, Rentals: rs, Timeout: 2 * time.Second, Poll: 10 * time.Millisecond})
 	if err == nil {

@@ -2,13 +2,9 @@ package teardown
 
 import (
 	"context"
-	"net"
-	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
@@ -17,14 +13,8 @@ import (
 // sends no destroy of its own, and still waits until none is listed.
 func TestDownLeavesDestroysToHead(t *testing.T) {
 	dir := t.TempDir()
-	reg, _, adm := newAdmin(t)
-	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: adm.Handler()}
-	go srv.Serve(ln)
-	defer srv.Close()
+	reg, adm := newAdmin(t)
+	serveAdmin(t, dir, adm.Handler())
 	if _, _, err := reg.NewCandidate(wire.CandidateRequest{NodeType: "gpu"}); err != nil {
 		t.Fatal(err)
 	}
