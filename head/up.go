@@ -104,9 +104,7 @@ func defaultStateDir(cfgPath string) string {
 
 // up is head up after the flags: init, Ray head, serve. It returns the exit code.
 func up(ctx context.Context, u upFlags, cfg *config.Config, p *upprogress.Printer, stderr io.Writer) int {
-	f := u.serve
-	f.provider = server.ProviderKind("", cfg)
-	f.privateNetwork = server.PrivateNetwork(cfg)
+	f := u.serve // provider kind, private network and nft set by runUp
 	if f.state == "" {
 		f.state = defaultStateDir(f.config)
 	}
