@@ -2,7 +2,6 @@ package teardown
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,10 +38,10 @@ func newAdmin(t *testing.T) (*registry.Registry, *admin.Server) {
 	return reg, h
 }
 
-// serveAdmin serves h on dir's admin socket, as a running head does.
+// serveAdmin serves h on dir's admin socket, opened as a running head opens it.
 func serveAdmin(t *testing.T, dir string, h http.Handler) *http.Server {
 	t.Helper()
-	ln, err := net.Listen("unix", filepath.Join(dir, statedir.AdminSocket))
+	ln, err := admin.Listen(filepath.Join(dir, statedir.AdminSocket))
 	if err != nil {
 		t.Fatal(err)
 	}
