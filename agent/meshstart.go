@@ -9,6 +9,7 @@ import (
 
 	"github.com/rayvast/rayvast/agent/bundle"
 	"github.com/rayvast/rayvast/agent/mesh"
+	"github.com/rayvast/rayvast/agent/raylaunch"
 )
 
 // startMesh opens the node's mesh (agent/mesh): its port of the 64 for
@@ -25,6 +26,12 @@ func (a *agent) startMesh(b *bundle.Bundle) (*mesh.Mesh, string) {
 	if err != nil {
 		a.log.Warn("mesh off: no address of this container toward the head", "err", err)
 		return nil, ""
+	}
+	if a.rayIface, err = raylaunch.IfaceOf(local); err != nil {
+		// Training still works where the hostname resolves to the
+		// container's address (Docker's /etc/hosts), not where it is
+		// 127.0.1.1 or nothing (docs/training.md).
+		a.log.Warn("no interface for training libraries to advertise", "addr", local.String(), "err", err)
 	}
 	peers, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(b.MeshPort)))
 	if err != nil {
@@ -55,7 +62,7 @@ func (a *agent) startMesh(b *bundle.Bundle) (*mesh.Mesh, string) {
 		Refresh: refresh, Log: a.log})
 	go func() { a.log.Info("mesh stopped", "err", m.ServePeers(peers)) }()
 	go func() { a.log.Info("mesh questions stopped", "err", m.ServeLocal(ask)) }()
-	a.log.Info("mesh listening", "port", b.MeshPort, "local", ask.Addr().String(), "delivers_to", local.String())
+	a.log.Info("mesh listening", "port", b.MeshPort, "local", ask.Addr().String(), "delivers_to", local.String(), "iface", a.rayIface)
 	return m, ask.Addr().String()
 }
 

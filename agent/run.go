@@ -91,6 +91,7 @@ type agent struct {
 	ca         *x509.Certificate
 	headA      netip.AddrPort
 	meshAddr   string             // the mesh's loopback address for the shim ("" none)
+	rayIface   string             // the interface holding the container's address ("" unknown)
 	meshKick   chan chan struct{} // the mesh's asks for a heartbeat now
 }
 

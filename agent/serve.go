@@ -152,8 +152,8 @@ func (a *agent) rayCommand(b *bundle.Bundle, p bundle.Paths, joined func()) (cmd
 		Python: a.cfg.Python, Ray: b.Ray, NumCPUs: cpus, TempDir: tmp,
 		CandidateID: b.CandidateID, NodeType: b.NodeType,
 		NodeCert: p.NodeCert, NodeKey: p.NodeKey, CACert: p.CACert, ClusterTokenPath: p.ClusterToken, ShimDir: p.ShimDir,
-		MeshAddr: a.meshAddr,
-		Env:      os.Environ(), Secrets: a.secrets(b),
+		MeshAddr: a.meshAddr, Iface: a.rayIface,
+		Env: os.Environ(), Secrets: a.secrets(b),
 	})
 	path, err := exec.LookPath(argv[0])
 	if err != nil {

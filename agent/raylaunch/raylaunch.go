@@ -32,6 +32,9 @@ type Params struct {
 	// MeshAddr is the agent's loopback address for the shim's mesh
 	// questions (NAT_SHIM_MESH); "" = no mesh.
 	MeshAddr string
+	// Iface is the interface holding the container's address ("" unknown):
+	// training libraries are told to advertise it (training.go).
+	Iface string
 	// Env is the agent's environment (os.Environ()), Secrets every secret
 	// value the agent knows: no variable carrying one reaches Ray.
 	Env     []string
@@ -89,9 +92,11 @@ func Env(p Params) []string {
 		"RAY_CLOUD_INSTANCE_ID="+p.CandidateID,
 		"RAY_NODE_TYPE_NAME="+p.NodeType,
 	)
-	if p.MeshAddr != "" && p.ShimDir != "" {
+	mesh := p.MeshAddr != "" && p.ShimDir != ""
+	if mesh {
 		env = append(env, MeshEnv+"="+p.MeshAddr)
 	}
+	env = append(env, trainingEnv(env, p.Iface, mesh)...)
 	switch {
 	case p.ShimDir != "" && pythonPath != "":
 		env = append(env, "PYTHONPATH="+p.ShimDir+":"+pythonPath)

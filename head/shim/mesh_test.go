@@ -124,6 +124,20 @@ func TestNativeMesh(t *testing.T) {
 		{"the node IP on any port reaches the container IP; a listener there shows the node IP", ask,
 			[]string{"tcp4", "listen", "203.0.113.7", p(other), "tcp4", "connect", "203.0.113.7", p(other)},
 			[]string{"ok 203.0.113.7:" + p(other) + " -:0", "ok 127.0.0.1:* 127.0.0.1:" + p(other)}},
+		// NCCL's socket transport connects non-blocking: connect answers 0
+		// or EINPROGRESS, then poll and SO_ERROR. Through the mesh it must
+		// read as a plain socket's connect: done with SO_ERROR 0 and the
+		// socket still non-blocking, or refused with ECONNREFUSED.
+		{"control: a plain non-blocking connect to b", "",
+			[]string{"tcp4", "nbconnect", "198.18.31.2", p(rank)}, []string{"ok *:* 198.18.31.2:" + p(rank) + " nonblock"}},
+		{"a non-blocking connect to b through the mesh", ask,
+			[]string{"tcp4", "nbconnect", "198.18.31.2", p(rank)}, []string{"ok 127.0.0.1:* " + ask + " nonblock"}},
+		{"control: a plain non-blocking connect where nothing listens", "",
+			[]string{"tcp4", "nbconnect", "198.18.31.2", p(free)}, []string{"err ECONNREFUSED"}},
+		{"a non-blocking connect through the mesh where nothing listens", ask,
+			[]string{"tcp4", "nbconnect", "198.18.31.2", p(free)}, []string{"err ECONNREFUSED"}},
+		{"a non-blocking v4-mapped connect through the mesh", ask,
+			[]string{"tcp6", "nbconnect", "::ffff:198.18.31.2", p(rank)}, []string{"ok ::ffff:127.0.0.1:* ::ffff:" + ask + " nonblock"}},
 		{"v4-mapped listener shows the node IP", ask,
 			[]string{"tcp6", "listen", "::ffff:203.0.113.7", p(other)}, []string{"ok ::ffff:203.0.113.7:" + p(other) + " -:0"}},
 	}

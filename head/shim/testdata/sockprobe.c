@@ -2,6 +2,11 @@
  * sockprobe: a tiny C program that binds and connects as Ray's native
  * processes do, through libc (so an LD_PRELOAD library sees the calls).
  * Each op is four words: <tcp4|udp4|tcp6|udp6> <bind|listen|connect> IP PORT;
+ * "nbconnect" connects as NCCL's socket transport does: a non-blocking
+ * socket, connect(2) answering 0 or EINPROGRESS, then poll for POLLOUT and
+ * SO_ERROR; its line ends " nonblock" when the socket is still
+ * non-blocking after the connect, and an error is whichever of connect's
+ * errno or SO_ERROR said it.
  * "hold" waits until stdin closes. Per op it prints one line:
  *   <n> ok <local ip>:<port> <peer ip>:<port>   or   <n> err <errno>
  * and exits 1 after the first error. Sockets stay open until exit.
@@ -9,6 +14,8 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,12 +65,26 @@ static int op(int n, const char *kind, const char *what, const char *ip, const c
 			return printf("%d err bad-ip\n", n), 1;
 		len = sizeof *a;
 	}
-	int fd = socket(v6 ? AF_INET6 : AF_INET, tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+	int nb = strcmp(what, "nbconnect") == 0;
+	int fd = socket(v6 ? AF_INET6 : AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | (nb ? SOCK_NONBLOCK : 0), 0);
 	int one = 1, rc;
 	if (fd < 0)
 		return printf("%d err %s\n", n, strerrorname_np(errno)), 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (strcmp(what, "connect") == 0)
+	if (nb) {
+		rc = connect(fd, (struct sockaddr *)&ss, len);
+		if (rc != 0 && errno == EINPROGRESS) {
+			struct pollfd pfd = {fd, POLLOUT, 0};
+			int err = 0;
+			socklen_t el = sizeof err;
+			if (poll(&pfd, 1, 10000) != 1)
+				return printf("%d err poll-timeout\n", n), 1;
+			if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+				err = errno;
+			rc = err ? -1 : 0;
+			errno = err;
+		}
+	} else if (strcmp(what, "connect") == 0)
 		rc = connect(fd, (struct sockaddr *)&ss, len);
 	else
 		rc = bind(fd, (struct sockaddr *)&ss, len);
@@ -74,7 +95,7 @@ static int op(int n, const char *kind, const char *what, const char *ip, const c
 	printf("%d ok", n);
 	show(fd, v6, getsockname);
 	show(fd, v6, getpeername);
-	printf("\n");
+	printf(nb && (fcntl(fd, F_GETFL) & O_NONBLOCK) ? " nonblock\n" : "\n");
 	return 0;
 }
 
