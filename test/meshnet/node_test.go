@@ -142,7 +142,6 @@ func startCluster(t testing.TB, v *vastNet) *cluster {
 		}
 		c.ask = append(c.ask, addr)
 		c.pids = append(c.pids, cmd.Process.Pid)
-		c.pids = append(c.pids, cmd.Process.Pid)
 		c.logs = append(c.logs, logs)
 	}
 	return c
