@@ -41,10 +41,6 @@ func trainingDefaults(iface string, mesh bool) [][2]string {
 	return out
 }
 
-// TrainingVars names every variable Env may set for training libraries.
-var TrainingVars = []string{"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
-	"NCCL_SOCKET_FAMILY", "NCCL_IB_DISABLE", "NCCL_NET"}
-
 // trainingEnv is what Env adds to kept (Ray's inherited environment): each
 // default whose variable kept does not set already.
 func trainingEnv(kept []string, iface string, mesh bool) []string {

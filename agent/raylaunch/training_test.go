@@ -44,9 +44,9 @@ func TestTrainingEnv(t *testing.T) {
 					t.Errorf("%q set in %q", n, env)
 				}
 			}
-			for _, v := range TrainingVars {
-				if n := countPrefix(env, v+"="); n > 1 {
-					t.Errorf("%s set %d times", v, n)
+			for _, d := range trainingDefaults("eth0", true) {
+				if n := countPrefix(env, d[0]+"="); n > 1 {
+					t.Errorf("%s set %d times", d[0], n)
 				}
 			}
 		})
