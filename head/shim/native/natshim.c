@@ -21,8 +21,10 @@
  *   mutual TLS), and the process's socket is replaced (dup3) by the
  *   connected loopback socket; "E <errno>" fails the connect with it;
  * - a TCP listener on a port outside the node's own takes packets from this
- *   container only (guard_listener): a co-tenant on the host's bridge
- *   reaches no TCPStore or gloo pair at the container's private address.
+ *   container only (guard_listener, where the kernel lets it attach a
+ *   filter) and hands the process connections from this container only
+ *   (guarded_accept, everywhere): a co-tenant on the host's bridge reaches
+ *   no TCPStore or gloo pair at the container's private address.
  *
  * The real calls are raw syscalls, not dlsym(RTLD_NEXT): before glibc 2.34
  * dlsym lives in libdl, which a process may not have loaded. Every libc
@@ -183,9 +185,10 @@ EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
  * and what listens there runs pickles (pytorch's SECURITY.md). The node's
  * own ranks dial the container's address over loopback, the mesh's far
  * end dials from this container too, so both pass. A classic BPF socket
- * filter needs no capability (SO_BINDTODEVICE needs NET_RAW before Linux
- * 5.7), and the sockets a listener accepts inherit it. A dropped SYN
- * looks like a host that does not answer.
+ * filter needs no capability on most kernels (some refuse it without
+ * CAP_NET_ADMIN: then guarded_accept alone holds), SO_BINDTODEVICE needs
+ * NET_RAW before Linux 5.7, and the sockets a listener accepts inherit the
+ * filter. A dropped SYN looks like a host that does not answer.
  */
 static void guard_listener(int fd)
 {
@@ -232,6 +235,90 @@ EXPORT int listen(int fd, int backlog)
 {
 	guard_listener(fd);
 	return (int)syscall(SYS_listen, fd, backlog);
+}
+
+/*
+ * guarded_port: a TCP listener that guard_listener covers (mesh on, a port
+ * outside the node's own). The filter is the first layer only: attaching
+ * it needs CAP_NET_ADMIN on some kernels (EPERM without it, as in Docker's
+ * default capabilities and so in Ray's workers on most rentals), so accept
+ * checks the peer as well.
+ */
+static int guarded_port(int fd, int family)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	unsigned p;
+	if (!mesh || (family != AF_INET && family != AF_INET6) || syscall(SYS_getsockname, fd, &ss, &sl) != 0)
+		return 0;
+	if (ss.ss_family == AF_INET)
+		p = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		p = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	else
+		return 0;
+	return !is_own(p);
+}
+
+/* local_peer: the filter's rule, for an accepted peer: IPv4 in 127/8 or
+ * the container's own address (plain or v4-mapped), or IPv6 ::1. */
+static int local_peer(const struct sockaddr_storage *ss)
+{
+	static const unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	const unsigned char *ip;
+	if (ss->ss_family == AF_INET)
+		ip = (const unsigned char *)&((const struct sockaddr_in *)ss)->sin_addr;
+	else if (ss->ss_family == AF_INET6) {
+		ip = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+		if (memcmp(ip, loop6, 16) == 0)
+			return 1;
+		if (memcmp(ip, mapped, 12) != 0)
+			return 0;
+		ip += 12;
+	} else
+		return 0;
+	return ip[0] == 127 || memcmp(ip, self, 4) == 0;
+}
+
+/*
+ * guarded_accept: accept4 that, on a guarded listener, resets (SO_LINGER
+ * 0, so the peer reads ECONNRESET, not a stream that stays open) every
+ * connection from outside the container before the process sees it, and
+ * takes the next. A non-blocking listener with nothing else queued answers
+ * EAGAIN, as after a spurious wakeup. The caller's address buffer gets
+ * what the kernel would give it: truncated to *len, *len the full size.
+ */
+static int guarded_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	struct sockaddr_storage ss;
+	int type = 0, domain = 0;
+	socklen_t tl = sizeof type, dl = sizeof domain;
+	if (!mesh || syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM ||
+	    syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) != 0 || !guarded_port(fd, domain))
+		return (int)syscall(SYS_accept4, fd, sa, len, flags);
+	for (;;) {
+		socklen_t sl = sizeof ss;
+		int c = (int)syscall(SYS_accept4, fd, &ss, &sl, flags);
+		if (c < 0)
+			return c;
+		if (local_peer(&ss)) {
+			if (sa != NULL && len != NULL) {
+				memcpy(sa, &ss, *len < sl ? *len : sl);
+				*len = sl;
+			}
+			return c;
+		}
+		struct linger lg = {1, 0};
+		syscall(SYS_setsockopt, c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+		syscall(SYS_close, c);
+	}
+}
+
+EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len) { return guarded_accept(fd, sa, len, 0); }
+
+EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	return guarded_accept(fd, sa, len, flags);
 }
 
 /* dest4 gives the IPv4 address and port of an AF_INET or v4-mapped

@@ -7,6 +7,12 @@
  * SO_ERROR; its line ends " nonblock" when the socket is still
  * non-blocking after the connect, and an error is whichever of connect's
  * errno or SO_ERROR said it.
+ * "serve" listens as "listen" does, prints its line, then accepts until
+ * killed, as torch's TCPStore does (accept with no address buffer, the peer
+ * from getpeername); "nbserve" as a Python or epoll server does (a
+ * non-blocking listener, poll, accept4 into a buffer of the family's exact
+ * size, EAGAIN taken as "wait again"). To each connection it writes
+ * "hi <peer ip>:<port>\n" and closes it, and prints "<n> accepted <peer>".
  * "hold" waits until stdin closes. Per op it prints one line:
  *   <n> ok <local ip>:<port> <peer ip>:<port>   or   <n> err <errno>
  * and exits 1 after the first error. Sockets stay open until exit.
@@ -44,6 +50,54 @@ static void show(int fd, int v6, int (*get)(int, struct sockaddr *, socklen_t *)
 	printf(" %s:%u", ip, port);
 }
 
+static void peer(char *out, size_t n, const struct sockaddr_storage *ss)
+{
+	char ip[INET6_ADDRSTRLEN] = "-";
+	unsigned port = 0;
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+		port = ntohs(a->sin6_port);
+	} else if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+		port = ntohs(a->sin_port);
+	}
+	snprintf(out, n, "%s:%u", ip, port);
+}
+
+/* serve accepts on listener fd forever (see the header). */
+static int serve(int n, int fd, int v6, int nb)
+{
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t len = v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+		int c;
+		memset(&ss, 0, sizeof ss);
+		if (nb) {
+			struct pollfd pfd = {fd, POLLIN, 0};
+			poll(&pfd, 1, -1);
+			c = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			if (c < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				continue;
+		} else {
+			c = accept(fd, NULL, NULL);
+			len = sizeof ss;
+			if (c >= 0)
+				getpeername(c, (struct sockaddr *)&ss, &len);
+		}
+		if (c < 0)
+			return printf("%d err %s\n", n, strerrorname_np(errno)), 1;
+		char who[INET6_ADDRSTRLEN + 8], line[INET6_ADDRSTRLEN + 16];
+		peer(who, sizeof who, &ss);
+		int l = snprintf(line, sizeof line, "hi %s\n", who);
+		if (write(c, line, (size_t)l) != l)
+			return printf("%d err write\n", n), 1;
+		close(c);
+		printf("%d accepted %s\n", n, who);
+	}
+}
+
 static int op(int n, const char *kind, const char *what, const char *ip, const char *port)
 {
 	int v6 = kind[3] == '6', tcp = kind[0] == 't';
@@ -65,13 +119,14 @@ static int op(int n, const char *kind, const char *what, const char *ip, const c
 			return printf("%d err bad-ip\n", n), 1;
 		len = sizeof *a;
 	}
-	int nb = strcmp(what, "nbconnect") == 0;
+	int srv = strcmp(what, "serve") == 0 || strcmp(what, "nbserve") == 0;
+	int nb = strcmp(what, "nbconnect") == 0 || strcmp(what, "nbserve") == 0;
 	int fd = socket(v6 ? AF_INET6 : AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | (nb ? SOCK_NONBLOCK : 0), 0);
 	int one = 1, rc;
 	if (fd < 0)
 		return printf("%d err %s\n", n, strerrorname_np(errno)), 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (nb) {
+	if (nb && !srv) {
 		rc = connect(fd, (struct sockaddr *)&ss, len);
 		if (rc != 0 && errno == EINPROGRESS) {
 			struct pollfd pfd = {fd, POLLOUT, 0};
@@ -88,15 +143,15 @@ static int op(int n, const char *kind, const char *what, const char *ip, const c
 		rc = connect(fd, (struct sockaddr *)&ss, len);
 	else
 		rc = bind(fd, (struct sockaddr *)&ss, len);
-	if (rc == 0 && strcmp(what, "listen") == 0)
+	if (rc == 0 && (srv || strcmp(what, "listen") == 0))
 		rc = listen(fd, 16);
 	if (rc != 0)
 		return printf("%d err %s\n", n, strerrorname_np(errno)), 1;
 	printf("%d ok", n);
 	show(fd, v6, getsockname);
 	show(fd, v6, getpeername);
-	printf(nb && (fcntl(fd, F_GETFL) & O_NONBLOCK) ? " nonblock\n" : "\n");
-	return 0;
+	printf(nb && !srv && (fcntl(fd, F_GETFL) & O_NONBLOCK) ? " nonblock\n" : "\n");
+	return srv ? serve(n, fd, v6, nb) : 0;
 }
 
 int main(int argc, char **argv)
