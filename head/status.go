@@ -170,6 +170,9 @@ func printTerms(w io.Writer, rs []wire.RentalTerms, now time.Time) {
 		inc := ""
 		if p := r.PriceIncrease; p != nil {
 			inc = fmt.Sprintf("$%.3f → $%.3f/h %s", p.OldDPH, p.NewDPH, p.Action)
+			if p.AppliesAt != nil && p.Action != wire.PriceRejected {
+				inc += " from " + p.AppliesAt.UTC().Format(time.RFC3339)
+			}
 		}
 		row(tw, r.InstanceID, r.CandidateID, dollars(r.BidDPH, 3), dollars(r.OnDemandDPH, 3), ends, inc)
 	}

@@ -56,14 +56,18 @@ type RentalTerms struct {
 const (
 	PriceRejected = "rejected" // the default: the old price holds until the end date
 	PriceAccepted = "accepted" // under price_increase_max_dph
-	PriceEnding   = "ending"   // above price_increase_max_dph: the rental is replaced
+	PriceEnding   = "ending"   // above price_increase_max_dph: rejected, the rental replaced by its end date
 )
 
 // PriceIncrease is one pending price increase of a host (vast's
-// pending-price-increases row, as $/hour).
+// pending-price-increases row, as $/hour of the whole rental). AppliesAt
+// is the contract's end date when the head answered: an accepted price is
+// charged only from then on, and a rental ending over the cap ends then
+// (absent: no end date known, at once).
 type PriceIncrease struct {
-	OldDPH float64   `json:"old_dph"`
-	NewDPH float64   `json:"new_dph"`
-	Action string    `json:"action"`
-	At     time.Time `json:"at"`
+	OldDPH    float64    `json:"old_dph"`
+	NewDPH    float64    `json:"new_dph"`
+	Action    string     `json:"action"`
+	At        time.Time  `json:"at"`
+	AppliesAt *time.Time `json:"applies_at,omitempty"`
 }

@@ -137,7 +137,7 @@ func TestBidsE2E(t *testing.T) {
 
 	// A pending price increase: rejected by default, the node kept.
 	keep := live[0]
-	if _, err := f.fake.RaisePrice(keep.ID, 0.3); err != nil {
+	if _, err := f.fake.RaisePrice(keep.ID, fakevast.Rise{GPUDPH: 0.3}); err != nil {
 		t.Fatal(err)
 	}
 	f.waitEvent("the price increase answered", 2*time.Minute, func() bool {

@@ -301,6 +301,7 @@ type Instance struct {
 	HostID       int64   `json:"host_id"`
 	NumGPUs      int     `json:"num_gpus"`
 	DPHTotal     float64 `json:"dph_total"`
+	DiskSpace    float64 `json:"disk_space"` // GB allocated (show_instance.yaml)
 	// IsBid: an interruptible rental; MinBid its machine's min bid now;
 	// EndDate its contract's end (epoch seconds, 0 unknown); CurState the
 	// contract's state ("stopped" when vast paused it).

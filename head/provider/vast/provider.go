@@ -85,7 +85,7 @@ type Provider struct {
 	halt    halt
 
 	terms    map[int64]*wire.RentalTerms // bids, end dates, price increases (terms.go)
-	ending   map[int64]string            // instances to end at once (EndPriceIncrease)
+	ending   map[int64]endAt             // instances to end at a time (EndPriceIncrease)
 	pricesAt time.Time                   // last poll of pending price increases
 
 	searchMu sync.Mutex // one search at a time: a burst of Rents shares it
@@ -151,7 +151,7 @@ func New(cfg Config) (*Provider, error) {
 	p := &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{},
 		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{},
 		avoid: map[int64]time.Time{}, avoidH: map[int64]time.Time{}, foreign: map[int64]bool{},
-		terms: map[int64]*wire.RentalTerms{}, ending: map[int64]string{}}
+		terms: map[int64]*wire.RentalTerms{}, ending: map[int64]endAt{}}
 	p.list = &lister{c: cfg.Client, every: cfg.ListEvery, now: cfg.Now}
 	p.log.Info("vast provider ready", "base_url", cfg.Client.base.String(), "label_prefix", p.prefix, "node_types", len(cfg.Settings.NodeTypes))
 	return p, nil
@@ -582,12 +582,12 @@ func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
 	p.track(ins)
 	yield := yielders(ins)
 	var out []provider.Rental
-	ours, listed := map[int64]*provider.Rental{}, map[int64]bool{}
+	ours, listed, byID := map[int64]*provider.Rental{}, map[int64]bool{}, map[int64]Instance{}
 	for _, in := range ins {
 		if r, ok := p.rental(in); ok {
 			r.Yield = yield[in.ID]
 			out = append(out, r)
-			listed[in.ID] = true
+			listed[in.ID], byID[in.ID] = true, in
 		}
 	}
 	for i := range out {
@@ -595,7 +595,7 @@ func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
 		ours[id] = &out[i]
 	}
 	p.dropTerms(listed)
-	p.checkPrices(ctx, ours)
+	p.checkPrices(ctx, ours, byID)
 	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
 	return out, nil
 }

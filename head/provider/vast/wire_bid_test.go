@@ -44,7 +44,7 @@ func TestWireBidMatchesCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fake.RaisePrice(instanceID(t, r), 0.2); err != nil {
+	if _, err := fake.RaisePrice(instanceID(t, r), fakevast.Rise{GPUDPH: 0.2}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.List(ctx); err != nil {

@@ -64,6 +64,10 @@ type Offer struct {
 	// 0: none), copied to every instance rented on it (terms.go).
 	MinBid  float64 `json:"min_bid,omitempty"`
 	EndDate float64 `json:"end_date,omitempty"`
+	// StorageCost is the machine's disk price in $/GB/month (vast.py's
+	// offer field storage_cost, "$/GB/month"); 0 leaves all of dph_total
+	// to the GPUs.
+	StorageCost float64 `json:"storage_cost,omitempty"`
 }
 
 // goodMachine fills the quality fields an offer leaves zero.
@@ -198,8 +202,11 @@ type Instance struct {
 	Vanished  string  // actual_status after its host lost it (Vanish)
 	Bid       float64 // the create's price: an interruptible rental (bids.go)
 	Outbid    bool    // paused by a higher bid (Outbid)
-	DPH       float64 // its price now: the offer's, the bid, or an accepted increase (terms.go)
-	APIKey    string  // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	DPH       float64 // its price: the offer's or the bid (terms.go: an accepted increase from NewFrom on)
+	Disk      float64 // GB, the create's disk (disk_space)
+	NewDPH    float64 // an accepted price increase's total $/hour, from NewFrom on (terms.go)
+	NewFrom   time.Time
+	APIKey    string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
 	// DestroyedByOwnKey: the destroy came with the instance's own key.
 	DestroyedByOwnKey bool
 	DestroyedAt       time.Time
@@ -470,7 +477,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.nextID++
 	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
 		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: s.offers[idx].StartsStopped || lowBid(req.Price, s.offers[idx]),
-		DPH: price(req.Price, s.offers[idx]), Bid: bid(req.Price),
+		DPH: price(req.Price, s.offers[idx]), Bid: bid(req.Price), Disk: req.Disk,
 		Ports: grantPorts(id, askedPorts(req.Env), min(s.offers[idx].DirectPortCount, maxOpenPorts)-exposed)}
 	s.instances[id] = in
 	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
@@ -670,7 +677,7 @@ func (s *Server) view(in *Instance) map[string]any {
 		"label": label, "image_uuid": in.Image, "image_runtype": in.Runtype, "image_args": in.Args,
 		"extra_env": extra, "onstart": in.Onstart, "status_msg": msg,
 		"public_ipaddr": ip, "ports": ports, "machine_id": in.Offer.MachineID, "host_id": in.Offer.HostID,
-		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": in.DPH,
+		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": s.dphNow(in), "disk_space": in.Disk,
 		"start_date": float64(in.Created.UnixNano()) / 1e9,
 		"is_bid":     in.Bid > 0, "min_bid": in.Offer.MinBid, "end_date": endDate(in),
 	}
