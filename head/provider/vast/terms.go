@@ -74,7 +74,7 @@ func (p *Provider) applyTerms(in Instance, r *provider.Rental) {
 	}
 	now := p.cfg.Now()
 	priceNow(t, r, now)
-	stopped := in.Status() == "stopped"
+	stopped := in.Status() == "stopped" || in.Paused()
 	e, ending := p.ending[in.ID]
 	switch {
 	case ending && !now.Before(e.at):
@@ -82,7 +82,11 @@ func (p *Provider) applyTerms(in Instance, r *provider.Rental) {
 	case stopped && !r.EndsAt.IsZero() && !now.Before(r.EndsAt):
 		r.EndNow = EndContract
 	case stopped && (in.IsBid || t.BidDPH > 0):
-		r.EndNow = EndOutbid // an interruptible instance is paused when outbid (SOURCES.md)
+		// An interruptible instance is paused when outbid (SOURCES.md):
+		// read from the contract's states, it ends while still starting
+		// and, after it ran (actual_status exited), without blaming the
+		// host.
+		r.EndNow = EndOutbid
 	}
 }
 

@@ -202,11 +202,14 @@ type Instance struct {
 	Vanished  string  // actual_status after its host lost it (Vanish)
 	Bid       float64 // the create's price: an interruptible rental (bids.go)
 	Outbid    bool    // paused by a higher bid (Outbid)
-	DPH       float64 // its price: the offer's or the bid (terms.go: an accepted increase from NewFrom on)
-	Disk      float64 // GB, the create's disk (disk_space)
-	NewDPH    float64 // an accepted price increase's total $/hour, from NewFrom on (terms.go)
-	NewFrom   time.Time
-	APIKey    string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	// OutbidStatus is the actual_status the pause left: "exited" when it
+	// had run, else its starting status ("" null).
+	OutbidStatus string
+	DPH          float64 // its price: the offer's or the bid (terms.go: an accepted increase from NewFrom on)
+	Disk         float64 // GB, the create's disk (disk_space)
+	NewDPH       float64 // an accepted price increase's total $/hour, from NewFrom on (terms.go)
+	NewFrom      time.Time
+	APIKey       string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
 	// DestroyedByOwnKey: the destroy came with the instance's own key.
 	DestroyedByOwnKey bool
 	DestroyedAt       time.Time
@@ -629,6 +632,10 @@ func (s *Server) status(in *Instance) any {
 	switch {
 	case in.Vanished != "":
 		return in.Vanished
+	case in.Outbid && in.OutbidStatus == "":
+		return nil
+	case in.Outbid:
+		return in.OutbidStatus
 	case in.Stopped || s.expired(in):
 		return "stopped"
 	case in.StartErr != "" || in.Killed:
@@ -647,6 +654,7 @@ func (s *Server) status(in *Instance) any {
 // instance), env as extra_env pairs.
 func (s *Server) view(in *Instance) map[string]any {
 	st := s.status(in)
+	intended, cur, next := s.states(in)
 	ip := ""
 	ports := map[string]any{}
 	if st == "running" {
@@ -673,7 +681,7 @@ func (s *Server) view(in *Instance) map[string]any {
 		msg = "Error: " + in.StartErr
 	}
 	return map[string]any{
-		"id": in.ID, "actual_status": st, "intended_status": "running", "cur_state": curState(st),
+		"id": in.ID, "actual_status": st, "intended_status": intended, "cur_state": cur, "next_state": next,
 		"label": label, "image_uuid": in.Image, "image_runtype": in.Runtype, "image_args": in.Args,
 		"extra_env": extra, "onstart": in.Onstart, "status_msg": msg,
 		"public_ipaddr": ip, "ports": ports, "machine_id": in.Offer.MachineID, "host_id": in.Offer.HostID,
