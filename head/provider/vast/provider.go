@@ -87,6 +87,8 @@ type Provider struct {
 	terms    map[int64]*wire.RentalTerms // bids, end dates, price increases (terms.go)
 	ending   map[int64]endAt             // instances to end at a time (EndPriceIncrease)
 	pricesAt time.Time                   // last poll of pending price increases
+	acct     Account                     // the account as last read (account.go)
+	acctAt   time.Time
 
 	searchMu sync.Mutex // one search at a time: a burst of Rents shares it
 }
@@ -590,10 +592,15 @@ func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
 			listed[in.ID], byID[in.ID] = true, in
 		}
 	}
+	var stopped []*provider.Rental // on demand, stopped by vast or a user (account.go)
 	for i := range out {
 		id, _ := strconv.ParseInt(out[i].InstanceID, 10, 64)
 		ours[id] = &out[i]
+		if in := byID[id]; out[i].EndNow == "" && !in.IsBid && stoppedOnPurpose(in) {
+			stopped = append(stopped, &out[i])
+		}
 	}
+	p.checkStops(ctx, stopped)
 	p.dropTerms(listed)
 	p.checkPrices(ctx, ours, byID)
 	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })

@@ -60,7 +60,7 @@ func (s *Server) states(in *Instance) (intended, cur, next string) {
 	switch {
 	case in.Outbid || in.Stopped && in.Bid > 0:
 		return "stopped", "stopped", "stopped"
-	case in.Stopped || s.expired(in):
+	case in.Stopped || in.NoCredit || s.expired(in):
 		return "running", "stopped", "stopped"
 	}
 	return "running", "running", "running"

@@ -202,6 +202,7 @@ type Instance struct {
 	Vanished  string  // actual_status after its host lost it (Vanish)
 	Bid       float64 // the create's price: an interruptible rental (bids.go)
 	Outbid    bool    // paused by a higher bid (Outbid)
+	NoCredit  bool    // stopped when the account ran out of money (SetCredit)
 	// OutbidStatus is the actual_status the pause left: "exited" when it
 	// had run, else its starting status ("" null).
 	OutbidStatus string
@@ -231,6 +232,8 @@ type Server struct {
 	times     map[string][]time.Time
 	searches  map[string]int // UTC day → searches (SearchQuota)
 	revoked   bool
+	noCredit  bool // SetCredit: the account has no money (account.go)
+	credit    float64
 	increases []*increase // pending price increases (terms.go)
 	nextInc   int64
 	wg        sync.WaitGroup
@@ -370,8 +373,14 @@ func (s *Server) threshold(name string) string {
 // every command (it reads host_agreement_accepted to cache its role, and
 // drops api_key from what it shows).
 func (s *Server) user(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	credit := 100.0
+	if s.noCredit {
+		credit = s.credit
+	}
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"id": 4242, "username": "fakevast", "email": "fakevast@example.invalid",
-		"balance": 0.0, "credit": 100.0, "host_agreement_accepted": false, "api_key": s.cfg.Key})
+		"balance": 0.0, "credit": credit, "host_agreement_accepted": false, "api_key": s.cfg.Key})
 }
 
 // endpoint replaces numeric path segments so /instances/1/ and /instances/2/
@@ -446,8 +455,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "invalid_args", msg)
 		return
 	}
-	if s.cfg.BillingRefusal != "" {
-		fail(w, http.StatusBadRequest, "invalid_args", s.cfg.BillingRefusal)
+	if msg := s.billingRefusal(); msg != "" {
+		fail(w, http.StatusBadRequest, "invalid_args", msg)
 		return
 	}
 	exposed := 0
@@ -636,7 +645,7 @@ func (s *Server) status(in *Instance) any {
 		return nil
 	case in.Outbid:
 		return in.OutbidStatus
-	case in.Stopped || s.expired(in):
+	case in.Stopped || in.NoCredit || s.expired(in):
 		return "stopped"
 	case in.StartErr != "" || in.Killed:
 		return "exited"
