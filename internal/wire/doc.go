@@ -61,7 +61,9 @@
 //     ondemand_dph, end_date, price_increase {old_dph, new_dph, action, at}}].
 //   - 27: (issue 42) GET /v1/provider's rentals[].price_increase gains applies_at (the
 //     contract's end date: an accepted price is charged, a rental ending over the cap
-//     ends, from then on).
+//     ends, from then on); rentals[].ondemand_dph becomes offer_dph (a bid search's
+//     dph_total is at the minimum bid, not the on-demand price) and storage_dph is added
+//     (a bid's storage, billed on top of the bid).
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

@@ -39,13 +39,16 @@ func (b BidPolicy) Bid(minBid, cap float64) (bid float64, ok bool) {
 }
 
 // RentalTerms are a vast rental's terms as the provider knows them (head
-// status): its bid and the on-demand price of its offer when it rents
-// interruptible, its contract's end date, a pending price increase.
+// status): when it rents interruptible its bid, its storage's $/hour
+// (billed on top of the bid for every second the instance exists) and its
+// offer's dph_total at rental (a bid search's: at the minimum bid, storage
+// included), its contract's end date, a pending price increase.
 type RentalTerms struct {
 	InstanceID  string     `json:"instance_id"`
 	CandidateID string     `json:"candidate_id,omitempty"`
 	BidDPH      float64    `json:"bid_dph,omitempty"`
-	OnDemandDPH float64    `json:"ondemand_dph,omitempty"`
+	StorageDPH  float64    `json:"storage_dph,omitempty"`
+	OfferDPH    float64    `json:"offer_dph,omitempty"`
 	EndDate     *time.Time `json:"end_date,omitempty"`
 	// PriceIncrease is the host's last pending price increase and what the
 	// head did with it.

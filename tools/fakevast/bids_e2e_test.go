@@ -123,15 +123,16 @@ func TestBidsE2E(t *testing.T) {
 	}
 	f.waitFor("2 enrolled again", 3*time.Minute, func(cs []wire.Candidate) bool { return count(cs, wire.StateEnrolled) >= 2 && inflight(cs) == 0 })
 
-	// head status: each rental's bid and its offer's on-demand price.
+	// head status: each rental's bid and its offer's dph_total at the
+	// minimum bid (a bid search's; no storage cost on these offers).
 	status := f.status(ctx)
-	if !strings.Contains(status, "BID $/H") || !strings.Contains(status, "ON-DEMAND $/H") {
+	if !strings.Contains(status, "BID $/H") || !strings.Contains(status, "OFFER AT MIN BID $/H") {
 		t.Errorf("head status has no bid table:\n%s", status)
 	}
 	live := f.fake.Live()
 	for _, in := range live {
-		if l := statusRow(status, in.ID); !strings.Contains(l, fmt.Sprintf("$%.3f", in.Bid)) || !strings.Contains(l, fmt.Sprintf("$%.3f", in.Offer.DPHTotal)) {
-			t.Errorf("head status row of %d is %q, want its bid $%.3f and on-demand $%.3f", in.ID, l, in.Bid, in.Offer.DPHTotal)
+		if l := statusRow(status, in.ID); !strings.Contains(l, fmt.Sprintf("$%.3f", in.Bid)) || !strings.Contains(l, fmt.Sprintf("$%.3f", in.Offer.MinBid)) {
+			t.Errorf("head status row of %d is %q, want its bid $%.3f and the offer at its min bid $%.3f", in.ID, l, in.Bid, in.Offer.MinBid)
 		}
 	}
 

@@ -31,7 +31,15 @@ type Offer struct {
 	// contract ends (epoch seconds, 0 unknown).
 	MinBid  float64 `json:"min_bid"`
 	EndDate float64 `json:"end_date"`
+	// StorageCost is the disk price in $/GB per month (search_offers.yaml):
+	// billed for every second an instance exists, a bid's on top of it.
+	StorageCost float64 `json:"storage_cost"`
 }
+
+// StorageDPH is what diskGB cost per hour at storageCost $/GB per 30-day
+// month (vast-cli's price-increase table's month; show_instance.yaml's
+// example: storage_cost 0.1493 on 10 GB is storage_total_cost 0.00207/h).
+func StorageDPH(storageCost, diskGB float64) float64 { return storageCost * diskGB / (24 * 30) }
 
 // Query is an offer search. Zero fields are left out.
 type Query struct {
@@ -45,7 +53,7 @@ type Query struct {
 	Limit          int
 	Filters        Filters
 	// Bid searches interruptible offers (type "bid"): MaxDPH then caps
-	// min_bid, not dph_total (which stays the on-demand price).
+	// min_bid, not dph_total (a bid search answers it at the minimum bid).
 	Bid bool
 }
 
@@ -301,7 +309,8 @@ type Instance struct {
 	HostID       int64   `json:"host_id"`
 	NumGPUs      int     `json:"num_gpus"`
 	DPHTotal     float64 `json:"dph_total"`
-	DiskSpace    float64 `json:"disk_space"` // GB allocated (show_instance.yaml)
+	DiskSpace    float64 `json:"disk_space"`   // GB allocated (show_instance.yaml)
+	StorageCost  float64 `json:"storage_cost"` // $/GB/month
 	// IsBid: an interruptible rental; MinBid its machine's min bid now;
 	// EndDate its contract's end (epoch seconds, 0 unknown); CurState and
 	// NextState the machine contract's current and next scheduled state,

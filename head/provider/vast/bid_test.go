@@ -42,7 +42,7 @@ func instanceID(t *testing.T, r provider.Rental) int64 {
 // TestBidRent: an interruptible type bids min_bid plus its margin on the
 // offer with the lowest min_bid, never above max_bid_dph nor what the
 // budget leaves; the rental costs its bid (what max_dph_total counts), and
-// the provider's status shows the bid beside the on-demand price.
+// the provider's status shows the bid beside the bid search's dph_total.
 func TestBidRent(t *testing.T) {
 	e := newEnv(t, fakevast.DefaultOffers(6), nil) // min_bid 0.04, 0.045, … ; on demand 0.10, 0.11, …
 	p := e.bidProvider(t, wire.BidPolicy{MaxBidDPH: 0.045, Margin: 0.1}, nil)
@@ -73,8 +73,8 @@ func TestBidRent(t *testing.T) {
 			terms = &x
 		}
 	}
-	if terms == nil || !near(terms.BidDPH, 0.044) || !near(terms.OnDemandDPH, 0.10) || terms.CandidateID != "a" {
-		t.Errorf("status terms of a = %+v, want bid 0.044, on demand 0.10", terms)
+	if terms == nil || !near(terms.BidDPH, 0.044) || !near(terms.OfferDPH, 0.04) || terms.CandidateID != "a" {
+		t.Errorf("status terms of a = %+v, want bid 0.044, the bid search's dph_total 0.04 (at the min bid)", terms)
 	}
 	for _, in := range e.fake.Live() {
 		if in.Bid <= 0 {

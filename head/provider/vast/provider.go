@@ -297,12 +297,19 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 			return provider.Rental{}, fmt.Errorf("vast rent %s: no offer for %d× %q at ≤ $%.3f/h with ≥ %d ports outside %d blocked hosts and %d machines", req.CandidateID, req.GPUs, spec.GPUName, q.MaxDPH, q.MinPorts, len(q.ExcludeHosts), len(q.ExcludeMachine))
 		}
 		p.seen(o.HostID, o.MachineID)
-		bid := 0.0
+		bid, storage := 0.0, 0.0
 		if b := spec.Interruptible; b != nil {
+			// The bid pays the GPUs; the storage is billed on top of it,
+			// so what max_dph_total leaves must hold both.
+			storage = StorageDPH(o.StorageCost, spec.DiskGB)
+			cap := b.MaxBidDPH
+			if req.MaxDPH > 0 {
+				cap = min(cap, req.MaxDPH-storage)
+			}
 			var ok bool
-			if bid, ok = b.Bid(o.MinBid, q.MaxDPH); !ok {
+			if bid, ok = b.Bid(o.MinBid, cap); cap <= 0 || !ok {
 				p.release(o.MachineID, 0)
-				continue // min_bid above the cap (vast ignored the filter)
+				continue // min_bid (with the storage) above the cap
 			}
 			body.Price = &bid
 		}
@@ -334,14 +341,14 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		}
 		p.release(o.MachineID, id)
 		p.list.created(id)
-		p.rented(id, req.CandidateID, *o, bid)
+		p.rented(id, req.CandidateID, *o, bid, storage)
 		iid := strconv.FormatInt(id, 10)
 		r := provider.Rental{CandidateID: req.CandidateID, InstanceID: iid, HostID: strconv.FormatInt(o.HostID, 10), DPHTotal: o.DPHTotal, EndsAt: epochTime(o.EndDate)}
 		if bid > 0 {
-			r.DPHTotal = bid // max_dph_total counts what it costs
+			r.DPHTotal = bid + storage // max_dph_total counts what it costs
 		}
 		p.log.Info("vast rented", "candidate", req.CandidateID, "instance", iid, "offer", o.ID, "host", o.HostID, "machine", o.MachineID, "gpu", o.GPUName,
-			"dph_total", r.DPHTotal, "bid", bid > 0, "ondemand_dph", o.DPHTotal, "min_bid", o.MinBid)
+			"dph_total", r.DPHTotal, "bid", bid > 0, "storage_dph", storage, "offer_dph", o.DPHTotal, "min_bid", o.MinBid)
 		return r, nil
 	}
 	return provider.Rental{}, fmt.Errorf("vast rent %s: every offer refused: %w", req.CandidateID, lastErr)

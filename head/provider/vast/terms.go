@@ -42,14 +42,15 @@ func (p *Provider) termsFor(id int64, cand string) *wire.RentalTerms {
 	return t
 }
 
-// rented records a new rental's terms: its bid and its offer's on-demand
-// price (a bid), and the offer's end date.
-func (p *Provider) rented(id int64, cand string, o Offer, bid float64) {
+// rented records a new rental's terms: its bid, its storage's $/hour and
+// its offer's dph_total (a bid search's, at the minimum bid), and the
+// offer's end date.
+func (p *Provider) rented(id int64, cand string, o Offer, bid, storage float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.termsFor(id, cand)
 	if bid > 0 {
-		t.BidDPH, t.OnDemandDPH = bid, o.DPHTotal
+		t.BidDPH, t.StorageDPH, t.OfferDPH = bid, storage, o.DPHTotal
 	}
 	if e := epochTime(o.EndDate); !e.IsZero() {
 		t.EndDate = &e
@@ -67,10 +68,13 @@ func (p *Provider) applyTerms(in Instance, r *provider.Rental) {
 		t.EndDate, r.EndsAt = &e, e
 	}
 	if in.IsBid && t.BidDPH == 0 {
-		t.BidDPH = in.DPHTotal // a restarted head: the bid as vast shows it
+		// A restarted head: vast's dph_total of the instance is its total,
+		// the storage included.
+		t.StorageDPH = StorageDPH(in.StorageCost, in.DiskSpace)
+		t.BidDPH = in.DPHTotal - t.StorageDPH
 	}
 	if t.BidDPH > 0 {
-		r.DPHTotal = t.BidDPH
+		r.DPHTotal = t.BidDPH + t.StorageDPH // vast bills the storage on top of the bid
 	}
 	now := p.cfg.Now()
 	priceNow(t, r, now)

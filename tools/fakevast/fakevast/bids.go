@@ -13,29 +13,44 @@ import (
 // "stopped": states), the instance kept, billing its storage, until
 // destroyed.
 
-// bidOnly keeps the offers that take bids when the search asks type "bid"
-// (search_offers.yaml: bid uses the minimum bid price).
+// bidOnly keeps the offers that take bids when the search asks type
+// "bid", each with its dph_total at the minimum bid: min_bid plus the
+// storage of allocated_storage (search_offers.yaml: bid "uses minimum bid
+// price"; vast bills storage for every second an instance exists,
+// guides/instances/pricing.mdx). An on-demand search answers the offer's
+// dph_total as set: the fake reads it as the total at the asked storage.
 func bidOnly(offers []Offer, q map[string]json.RawMessage) []Offer {
 	var typ string
 	if raw, ok := q["type"]; !ok || json.Unmarshal(raw, &typ) != nil || typ != "bid" {
 		return offers
 	}
+	var disk float64
+	if raw, ok := q["allocated_storage"]; ok {
+		_ = json.Unmarshal(raw, &disk)
+	}
 	var out []Offer
 	for _, o := range offers {
 		if o.MinBid > 0 {
+			o.DPHTotal = o.MinBid + storageDPH(o, disk)
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
+// storageDPH is what disk GB cost per hour on o: storage_cost is $/GB per
+// 30-day month (vast-cli price_increase.py's _SEC_PER_MONTH; show_instance.yaml's
+// example: storage_cost 0.1493 for 10 GB is storage_total_cost 0.00207/h).
+func storageDPH(o Offer, disk float64) float64 { return o.StorageCost * disk / (24 * 30) }
+
 // lowBid: a bid below the machine's min_bid starts the instance stopped.
 func lowBid(price *float64, o Offer) bool { return price != nil && *price < o.MinBid }
 
-// price is what an instance costs: its bid, else the offer's dph_total.
-func price(p *float64, o Offer) float64 {
+// price is what an instance costs per hour: its bid plus its storage, else
+// the offer's dph_total (storage included).
+func price(p *float64, o Offer, disk float64) float64 {
 	if p != nil {
-		return *p
+		return *p + storageDPH(o, disk)
 	}
 	return o.DPHTotal
 }

@@ -489,7 +489,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	s.nextID++
 	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
 		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: s.offers[idx].StartsStopped || lowBid(req.Price, s.offers[idx]),
-		DPH: price(req.Price, s.offers[idx]), Bid: bid(req.Price), Disk: req.Disk,
+		DPH: price(req.Price, s.offers[idx], req.Disk), Bid: bid(req.Price), Disk: req.Disk,
 		Ports: grantPorts(id, askedPorts(req.Env), min(s.offers[idx].DirectPortCount, maxOpenPorts)-exposed)}
 	s.instances[id] = in
 	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
@@ -694,7 +694,7 @@ func (s *Server) view(in *Instance) map[string]any {
 		"label": label, "image_uuid": in.Image, "image_runtype": in.Runtype, "image_args": in.Args,
 		"extra_env": extra, "onstart": in.Onstart, "status_msg": msg,
 		"public_ipaddr": ip, "ports": ports, "machine_id": in.Offer.MachineID, "host_id": in.Offer.HostID,
-		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": s.dphNow(in), "disk_space": in.Disk,
+		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": s.dphNow(in), "disk_space": in.Disk, "storage_cost": in.Offer.StorageCost,
 		"start_date": float64(in.Created.UnixNano()) / 1e9,
 		"is_bid":     in.Bid > 0, "min_bid": in.Offer.MinBid, "end_date": endDate(in),
 	}
