@@ -63,7 +63,8 @@
 //     contract's end date: an accepted price is charged, a rental ending over the cap
 //     ends, from then on); rentals[].ondemand_dph becomes offer_dph (a bid search's
 //     dph_total is at the minimum bid, not the on-demand price) and storage_dph is added
-//     (a bid's storage, billed on top of the bid).
+//     (a bid's storage, billed on top of the bid). The bundle's heartbeat gains self_end
+//     ("vast" when the head rents on vast: the node warns when it lacks CONTAINER_API_KEY).
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.

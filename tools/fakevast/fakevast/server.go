@@ -211,6 +211,7 @@ type Instance struct {
 	NewDPH       float64 // an accepted price increase's total $/hour, from NewFrom on (terms.go)
 	NewFrom      time.Time
 	APIKey       string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	KeyRefused   int    // RefuseInstanceKey: the status its key gets (0: accepted)
 	// DestroyedByOwnKey: the destroy came with the instance's own key.
 	DestroyedByOwnKey bool
 	DestroyedAt       time.Time
@@ -293,7 +294,15 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		s.mu.Lock()
 		revoked := s.revoked
 		own := ok && s.instanceKeyAllows(tok, r)
+		refused := 0
+		if own {
+			refused = s.refusedKey(r)
+		}
 		s.mu.Unlock()
+		if refused != 0 {
+			fail(w, refused, "unauthorized", "This API key is not authorized for this request")
+			return
+		}
 		kind := accountKey
 		if own {
 			kind = instanceKey
