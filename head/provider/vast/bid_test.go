@@ -84,11 +84,12 @@ func TestBidRent(t *testing.T) {
 }
 
 // TestBidStartsStopped: a bid that vast starts stopped (the machine's
-// min_bid rose above it between search and create) is destroyed at once
-// and the next offer rented; its machine is not skipped (the next search
-// shows the new min_bid), unlike an on-demand stopped start.
+// min_bid rose above it between search and create; here a vast that
+// ignores cancel_unavail) is destroyed at once and the next offer rented;
+// its machine is not skipped (the next search shows the new min_bid),
+// unlike an on-demand stopped start.
 func TestBidStartsStopped(t *testing.T) {
-	e := newEnv(t, fakevast.DefaultOffers(6), nil)
+	e := newEnvWith(t, fakevast.DefaultOffers(6), nil, func(c *fakevast.Config) { c.IgnoreCancelUnavail = true })
 	p := e.bidProvider(t, wire.BidPolicy{MaxBidDPH: 0.5, Margin: 0.1}, nil)
 	ctx := context.Background()
 	if _, err := p.Rent(ctx, rentReq("a")); err != nil { // the search is cached: 5002 next

@@ -6,8 +6,8 @@ import (
 	"net/http"
 )
 
-// epPrice paces the price-increase calls on their own (vast documents no
-// limit for them; one request in flight).
+// epPrice paces the price-increase calls on their own, 2 s apart
+// (DefaultLimits).
 const epPrice = "price_increase"
 
 // PendingIncrease is one row of GET /api/v0/instances/pending-price-increases/

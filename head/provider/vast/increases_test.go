@@ -196,3 +196,32 @@ func TestPriceRiseAppliesAfterEndDate(t *testing.T) {
 		}
 	})
 }
+
+// TestPriceCallsPaced: the price-increase endpoints allow one call per 2 s
+// (vast's generated specs; fakevast enforces it): two rises answered in
+// one sweep, the list and both rejections, draw no 429.
+func TestPriceCallsPaced(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, fakevast.DefaultOffers(2), nil) // vast's limits, scaled, on both sides
+	p := e.priceProvider(t, 0)
+	for _, c := range []string{"a", "b"} {
+		r, err := p.Rent(ctx, rentReq(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.fake.RaisePrice(instanceID(t, r), fakevast.Rise{GPUDPH: 0.3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, inc := range e.fake.Increases() {
+		if inc.Answer != "rejected" {
+			t.Errorf("increase %d: %q, want rejected", inc.ID, inc.Answer)
+		}
+	}
+	if calls, limited := e.fake.Stats(); limited != 0 {
+		t.Errorf("%d requests refused 429 (calls %v), want none", limited, calls)
+	}
+}

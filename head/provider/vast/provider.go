@@ -100,7 +100,7 @@ func limitsFrom(iv map[string]float64) (Limits, error) {
 	lim := DefaultLimits()
 	for ep, sec := range iv {
 		if _, known := lim.Interval[ep]; !known {
-			return lim, fmt.Errorf("vast provider: intervals_s: unknown endpoint %q (want search, create, show, list or destroy)", ep)
+			return lim, fmt.Errorf("vast provider: intervals_s: unknown endpoint %q (want search, create, show, list, destroy or price_increase)", ep)
 		}
 		if !(sec >= 0 && sec <= 600) {
 			return lim, fmt.Errorf("vast provider: intervals_s.%s: %g s, want 0-600", ep, sec)
@@ -262,6 +262,10 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	}
 	// The CLI's --entrypoint /bin/sh --args -c TEXT: onstart overrides the
 	// image's ENTRYPOINT, args go to it (SOURCES.md: create).
+	// cancel_unavail true on purpose, bids included (their documented
+	// default is false): a create that cannot start at once is answered
+	// 410 and nothing is made, instead of a stopped instance that bills
+	// storage until a destroy (one more 3 s slot) ends it.
 	body := CreateRequest{
 		ClientID: "me", Image: spec.Image, Label: p.prefix + req.CandidateID, Disk: spec.DiskGB,
 		Runtype: "args", Env: env, Onstart: "/bin/sh", Args: []string{"-c", req.Command},
@@ -330,6 +334,12 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 			p.release(o.MachineID, 0)
 			if isAPI && ae.Status == 400 && strings.Contains(strings.ToLower(ae.Msg), "blacklist") {
 				p.avoidFor(p.avoidH, o.HostID, avoidFor) // the host refuses the account on all its machines
+			}
+			if isAPI && ae.Status == 410 && bid == 0 {
+				// cancel_unavail: the machine could not start it at once
+				// (or was taken): skipped like a stopped start. A bid's
+				// 410 is a min_bid risen: the next search shows it.
+				p.avoidFor(p.avoid, o.MachineID, avoidFor)
 			}
 			p.log.Warn("vast offer refused, trying the next", "candidate", req.CandidateID, "offer", o.ID, "err", err)
 			lastErr = err

@@ -174,6 +174,10 @@ type Config struct {
 	// RAYVAST_VAST_URL: where its agent reaches this fake to end its own
 	// instance (vast's containers reach console.vast.ai, the agent's default).
 	ContainerURL string
+	// IgnoreCancelUnavail starts an instance that cannot start stopped
+	// even when the create asked cancel_unavail (a vast that does not
+	// honour it: the create reference still documents 200 success false).
+	IgnoreCancelUnavail bool
 	// ScopedKey makes the account's key one without billing_read (as
 	// permissions.mdx recommends for an autoscaler): GET /api/v1/invoices/
 	// is refused (instancekey.go).
@@ -493,11 +497,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	stopped := s.offers[idx].StartsStopped || lowBid(req.Price, s.offers[idx])
+	if stopped && req.cancels() && !s.cfg.IgnoreCancelUnavail {
+		s.mu.Unlock()
+		fail(w, http.StatusGone, "no_such_ask", fmt.Sprintf("Instance type %d is no longer available.", offerID))
+		return
+	}
 	s.offers[idx].Rented = true
 	id := s.nextID
 	s.nextID++
 	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
-		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: s.offers[idx].StartsStopped || lowBid(req.Price, s.offers[idx]),
+		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: stopped,
 		DPH: price(req.Price, s.offers[idx], req.Disk), Bid: bid(req.Price), Disk: req.Disk,
 		Ports: grantPorts(id, askedPorts(req.Env), min(s.offers[idx].DirectPortCount, maxOpenPorts)-exposed)}
 	s.instances[id] = in
