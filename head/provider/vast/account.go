@@ -73,10 +73,11 @@ func (c *Client) ShowUser(ctx context.Context) (Account, error) {
 const accountEvery = time.Minute
 
 // stoppedOnPurpose: vast or a user stopped an instance, its host did not
-// lose it: shown stopped, its contract paused (Paused), or its container
-// meant to be stopped (intended_status).
+// lose it: shown stopped, its machine contract stopped (cur_state: a host
+// that fails leaves the contract running and shows offline or exited), or
+// its container meant to be stopped (intended_status).
 func stoppedOnPurpose(in Instance) bool {
-	return in.Status() == "stopped" || in.Paused() || in.IntendedStatus == "stopped"
+	return in.Status() == "stopped" || in.CurState == "stopped" || in.IntendedStatus == "stopped"
 }
 
 // checkStops ends the on-demand rentals vast stopped (none of them

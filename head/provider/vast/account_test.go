@@ -61,3 +61,25 @@ func TestStoppedOnDemandReadFromBalance(t *testing.T) {
 		t.Error("rented with no money on the account")
 	}
 }
+
+// TestStoppedOnPurposeFields: a stop is read from any field vast sets for
+// one (actual_status stopped, the contract's cur_state stopped, the
+// container's intended_status stopped), never from a failing host's
+// offline or exited with the contract still running.
+func TestStoppedOnPurposeFields(t *testing.T) {
+	st := func(s string) *string { return &s }
+	for _, c := range []struct {
+		in   Instance
+		want bool
+	}{
+		{Instance{ActualStatus: st("stopped"), CurState: "running", IntendedStatus: "running"}, true},
+		{Instance{ActualStatus: st("exited"), CurState: "stopped", IntendedStatus: "running", NextState: "stopped"}, true},
+		{Instance{ActualStatus: nil, CurState: "running", IntendedStatus: "stopped"}, true},
+		{Instance{ActualStatus: st("exited"), CurState: "running", IntendedStatus: "running", NextState: "running"}, false},
+		{Instance{ActualStatus: st("offline"), CurState: "running", IntendedStatus: "running"}, false},
+	} {
+		if got := stoppedOnPurpose(c.in); got != c.want {
+			t.Errorf("status %q cur_state %q intended %q: %v, want %v", c.in.Status(), c.in.CurState, c.in.IntendedStatus, got, c.want)
+		}
+	}
+}

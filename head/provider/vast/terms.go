@@ -83,8 +83,8 @@ func (p *Provider) applyTerms(in Instance, r *provider.Rental) {
 	switch {
 	case ending && !now.Before(e.at):
 		r.EndNow = e.reason // its term at the old price is used up
-	case stopped && !r.EndsAt.IsZero() && !now.Before(r.EndsAt):
-		r.EndNow = EndContract
+	case (stopped || in.CurState == "stopped") && !r.EndsAt.IsZero() && !now.Before(r.EndsAt):
+		r.EndNow = EndContract // its contract stopped at its end date, whatever the container shows
 	case stopped && (in.IsBid || t.BidDPH > 0):
 		// An interruptible instance is paused when outbid (SOURCES.md):
 		// read from the contract's states, it ends while still starting
