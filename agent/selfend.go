@@ -26,6 +26,18 @@ func (a *agent) selfEnder() selfend.Ender {
 	return selfend.Exit{}
 }
 
+// warnNoKey warns at enrollment when the head rents on vast (selfEnd
+// "vast") but this node cannot destroy its own instance (no
+// CONTAINER_API_KEY or CONTAINER_ID): its exit would leave an exited
+// instance billing its disk.
+func (a *agent) warnNoKey(selfEnd string) {
+	if _, exits := a.selfEnder().(selfend.Exit); selfEnd == wire.ProviderVast && exits {
+		a.log.Warn("on vast without "+wire.EnvVastAPIKey+" (or "+wire.EnvVastContainerID+"): this node cannot destroy its own instance; "+
+			"if its head is gone it exits and the instance stays, billing its disk, until the head is back (it ends lost nodes' rentals) or you destroy it",
+			"instance", a.cfg.InstanceID)
+	}
+}
+
 // selfEndOnBeat is the heartbeat loop's OnBeat: once the watch says the
 // head is gone it ends the rental (once), then Ray, so the agent exits.
 func (a *agent) selfEndOnBeat(b *bundle.Bundle, sup *supervise.Supervisor) func(wire.Heartbeat, error) {
@@ -34,6 +46,7 @@ func (a *agent) selfEndOnBeat(b *bundle.Bundle, sup *supervise.Supervisor) func(
 	if limit > 0 {
 		a.log.Info("node ends its own rental when unheard", "limit", limit, "how", a.selfEnder().String())
 	}
+	a.warnNoKey(b.Heartbeat.SelfEnd)
 	var once sync.Once
 	return func(_ wire.Heartbeat, err error) {
 		end, why := w.Beat(err)

@@ -151,7 +151,8 @@ func rayColumn(n wire.Node) string {
 }
 
 // printTerms lists the rentals whose terms matter (vast): an
-// interruptible rental's bid beside its offer's on-demand price, the
+// interruptible rental's bid, the storage billed on top of it and its
+// offer's dph_total at the minimum bid (what a bid search shows), the
 // contract's end date, and a host's price increase with what the head did
 // (rejected by default, accepted under price_increase_max_dph, or the
 // rental ending above it). Nothing when no rental has such terms.
@@ -161,7 +162,7 @@ func printTerms(w io.Writer, rs []wire.RentalTerms, now time.Time) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RENTAL\tCANDIDATE\tBID $/H\tON-DEMAND $/H\tCONTRACT ENDS\tPRICE INCREASE")
+	fmt.Fprintln(tw, "RENTAL\tCANDIDATE\tBID $/H\tSTORAGE $/H\tOFFER AT MIN BID $/H\tCONTRACT ENDS\tPRICE INCREASE")
 	for _, r := range rs {
 		ends := ""
 		if r.EndDate != nil {
@@ -170,8 +171,11 @@ func printTerms(w io.Writer, rs []wire.RentalTerms, now time.Time) {
 		inc := ""
 		if p := r.PriceIncrease; p != nil {
 			inc = fmt.Sprintf("$%.3f → $%.3f/h %s", p.OldDPH, p.NewDPH, p.Action)
+			if p.AppliesAt != nil && p.Action != wire.PriceRejected {
+				inc += " from " + p.AppliesAt.UTC().Format(time.RFC3339)
+			}
 		}
-		row(tw, r.InstanceID, r.CandidateID, dollars(r.BidDPH, 3), dollars(r.OnDemandDPH, 3), ends, inc)
+		row(tw, r.InstanceID, r.CandidateID, dollars(r.BidDPH, 3), dollars(r.StorageDPH, 4), dollars(r.OfferDPH, 3), ends, inc)
 	}
 	tw.Flush()
 }

@@ -91,19 +91,22 @@ func TestStatusShowsRentingHalted(t *testing.T) {
 }
 
 // TestStatusTerms: head status shows an interruptible rental's bid and
-// on-demand price, a contract's end date, and a price increase with what
-// the head did; nothing for a provider without such terms.
+// storage and the offer at its min bid, a contract's end date, and a price increase with what
+// the head did, and when an accepted one applies (the contract's end
+// date); nothing for a provider without such terms.
 func TestStatusTerms(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	end := now.Add(3 * time.Hour)
 	var b bytes.Buffer
 	printTerms(&b, []wire.RentalTerms{
-		{InstanceID: "31000001", CandidateID: "c-1", BidDPH: 0.044, OnDemandDPH: 0.1},
+		{InstanceID: "31000001", CandidateID: "c-1", BidDPH: 0.044, StorageDPH: 0.0021, OfferDPH: 0.0421},
 		{InstanceID: "31000002", CandidateID: "c-2", EndDate: &end,
 			PriceIncrease: &wire.PriceIncrease{OldDPH: 0.1, NewDPH: 0.2, Action: wire.PriceRejected, At: now}},
+		{InstanceID: "31000003", CandidateID: "c-3", EndDate: &end,
+			PriceIncrease: &wire.PriceIncrease{OldDPH: 0.1, NewDPH: 0.3, Action: wire.PriceAccepted, At: now, AppliesAt: &end}},
 	}, now)
 	got := b.String()
-	for _, want := range []string{"BID $/H", "ON-DEMAND $/H", "$0.044", "$0.100", "2026-11-30T15:00:00Z (in 3h0m0s)", "$0.100 → $0.200/h rejected"} {
+	for _, want := range []string{"BID $/H", "STORAGE $/H", "OFFER AT MIN BID $/H", "$0.044", "$0.0021", "$0.042", "2026-11-30T15:00:00Z (in 3h0m0s)", "$0.100 → $0.200/h rejected", "$0.100 → $0.300/h accepted from 2026-11-30T15:00:00Z"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status lacks %q:\n%s", want, got)
 		}

@@ -10,6 +10,7 @@ package selfend
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,8 +103,20 @@ const CallTimeout = 30 * time.Second
 
 func (v Vast) String() string { return "vast destroy of instance " + v.InstanceID }
 
-// End asks vast once. Every failure is transient (backoff.Retry retries
-// it): a refused destroy (200 success false), 429, 5xx, the network.
+// ErrAlreadyGone: vast answered the destroy 404 not_found or
+// no_such_instance: the instance is already destroyed (by the head, or an
+// earlier try), which is what ending it wanted.
+var ErrAlreadyGone = errors.New("the instance is already destroyed")
+
+// ErrKeyRefused: vast refused CONTAINER_API_KEY (401 or 403): no retry
+// can end the instance; the head ends it when it is back.
+var ErrKeyRefused = errors.New("vast refused this instance's CONTAINER_API_KEY")
+
+// End asks vast once. A 404 not_found/no_such_instance is ErrAlreadyGone
+// and a 401 or 403 ErrKeyRefused, neither retried; every other failure is
+// transient (backoff.Retry retries it): a refused destroy (200 success
+// false), 429, 5xx, another 404 (vast answers a wrong key 404
+// auth_error), the network.
 func (v Vast) End(ctx context.Context) error {
 	base := v.BaseURL
 	if base == "" {
@@ -131,8 +144,13 @@ func (v Vast) End(ctx context.Context) error {
 	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_ = json.Unmarshal(raw, &body)
-	if resp.StatusCode == http.StatusOK && (body.Success == nil || *body.Success) {
+	switch {
+	case resp.StatusCode == http.StatusOK && (body.Success == nil || *body.Success):
 		return nil
+	case resp.StatusCode == http.StatusNotFound && (body.Error == "not_found" || body.Error == "no_such_instance"):
+		return fmt.Errorf("vast destroy: %w (404 %s)", ErrAlreadyGone, body.Error)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("vast destroy: %w (status %d %s %s)", ErrKeyRefused, resp.StatusCode, body.Error, body.Msg)
 	}
 	return backoff.Transient("vast destroy", fmt.Errorf("status %d %s %s", resp.StatusCode, body.Error, body.Msg))
 }
@@ -164,7 +182,15 @@ func Run(ctx context.Context, e Ender, why string, unheard time.Duration, retry 
 	_, err := backoff.Retry(ctx, retry, "end own rental", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, e.End(ctx)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrAlreadyGone):
+		log.Info("own rental ended: already destroyed", "how", e.String())
+		return nil
+	case errors.Is(err, ErrKeyRefused):
+		log.Error("ending own rental failed: vast refused this instance's CONTAINER_API_KEY, so the rental keeps billing; "+
+			"the head ends it when it is back (a lost node's rental is destroyed), or destroy the instance in vast's console", "how", e.String(), "err", err)
+		return err
+	case err != nil:
 		log.Error("ending own rental failed", "how", e.String(), "err", err)
 		return err
 	}

@@ -59,7 +59,7 @@ func (s *Server) bundle(req *wire.EnrollRequest, c wire.Candidate) (wire.EnrollR
 			Labels:                   labels,
 		},
 		GuestAPI:  wire.GuestAPIGrant{Port: ports.GuestAPI, GuestAPIPolicy: b.GuestAPI},
-		Heartbeat: wire.HeartbeatParams{Port: b.PortB, IntervalS: b.IntervalS, UnheardLimitS: b.UnheardLimitS},
+		Heartbeat: wire.HeartbeatParams{Port: b.PortB, IntervalS: b.IntervalS, UnheardLimitS: b.UnheardLimitS, SelfEnd: b.SelfEnd},
 		Mesh:      &wire.MeshGrant{Port: ports.Mesh},
 	}
 	return resp, is.Serial, nil

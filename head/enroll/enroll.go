@@ -51,7 +51,8 @@ type Bundle struct {
 	GuestAPI       wire.GuestAPIPolicy
 	PortB          int
 	IntervalS      int
-	UnheardLimitS  int // 0: the node never ends itself
+	UnheardLimitS  int    // 0: the node never ends itself
+	SelfEnd        string // how the node ends itself: "vast" when the head rents on vast (wire.HeartbeatParams)
 }
 
 // Config builds a Server.

@@ -95,7 +95,7 @@ func newHeadAt(t testing.TB, statePath string) *testHead {
 		},
 		CA: ca, NodeTypes: nodeTypes, Agent: []byte("#!agent binary"),
 		Bundle: Bundle{ClusterToken: clusterToken, AppID: "app1", AppRootKey: secret.NewBytes(bytes.Repeat([]byte{7}, 32)),
-			RayHeadAddress: "127.0.0.1:6379", PortB: 8444, IntervalS: 30, UnheardLimitS: 1800},
+			RayHeadAddress: "127.0.0.1:6379", PortB: 8444, IntervalS: 30, UnheardLimitS: 1800, SelfEnd: wire.ProviderVast},
 		Destroy: func(id, reason string) {
 			h.mu.Lock()
 			h.destroyed[id] = reason
@@ -193,7 +193,7 @@ func TestEnrollSuccess(t *testing.T) {
 		t.Errorf("bundle identity: candidate_id %q node_type %q node_name %q num_cpus %d; want %q gpu1 inst-ok 52",
 			resp.CandidateID, resp.NodeType, r.NodeName, r.NumCPUs, c.CandidateID)
 	}
-	if resp.Heartbeat.Port != 8444 || resp.Heartbeat.IntervalS != 30 || resp.Heartbeat.UnheardLimitS != 1800 { // the node ends itself unheard that long
+	if resp.Heartbeat.Port != 8444 || resp.Heartbeat.IntervalS != 30 || resp.Heartbeat.UnheardLimitS != 1800 || resp.Heartbeat.SelfEnd != wire.ProviderVast { // the node ends itself unheard that long, on vast with its key
 		t.Errorf("heartbeat %+v", resp.Heartbeat)
 	}
 	if got := h.state(c.CandidateID); got != wire.StateEnrolled {

@@ -44,7 +44,7 @@ type Rental struct {
 	// Vanished is the provider's status of an instance that is not
 	// running and will not run again by itself ("exited", "offline",
 	// "unknown", "stopped"); "" otherwise. After the instance ran, its
-	// host lost it.
+	// host lost it, unless EndNow says otherwise (a stop on purpose).
 	Vanished string
 	// Yield: another rental of this account (another head's, perhaps)
 	// holds the same machine and keeps it; this one must end.
@@ -52,7 +52,9 @@ type Rental struct {
 	// EndNow is why the rental must end at once though its host is not at
 	// fault ("" none): "outbid" (vast paused an interruptible rental),
 	// "contract_ended" (stopped at its end date), "price_increase" (its
-	// host's new price is above the configured cap). No blocklist.
+	// host's new price is above the configured cap), "stopped" and
+	// "no_balance" (vast stopped an on-demand rental: on purpose, or the
+	// account ran out of money). No blocklist.
 	EndNow string
 	// EndsAt is when the provider stops the rental by itself (vast's
 	// contract end date); zero when none is known.

@@ -75,26 +75,31 @@ func TestContractEndedReplaced(t *testing.T) {
 }
 
 // TestPriceIncreaseAboveCapReplaced: a host's price increase above
-// price_increase_max_dph is rejected and the rental ended price_increase
-// and replaced (no blocklist, no failure); under the cap it is accepted
-// and the candidate repriced (max_dph_total counts the new price); with no
-// cap (the default) it is rejected and the node kept at its price.
+// price_increase_max_dph is rejected and the rental kept until its
+// contract's end date (its paid term at the old price), then ended
+// price_increase and replaced (no blocklist, no failure); under the cap
+// it is accepted and the candidate repriced only from the end date on
+// (max_dph_total counts the new price then); with no cap (the default) it
+// is rejected and the node kept at its price until its contract ends.
 func TestPriceIncreaseAboveCapReplaced(t *testing.T) {
 	for _, c := range []struct {
 		limit   float64
 		answer  string
-		ended   string
+		ended   string // at the end date
 		created int
-		dph     float64
+		dph     float64 // after the end date
 	}{
-		{0, "rejected", "", 0, 0.10},
+		{0, "rejected", ReasonContractEnded, 1, 0.10},
 		{0.25, "accepted", "", 0, 0.2},
 		{0.15, "rejected", ReasonPriceIncrease, 1, 0.10},
 	} {
-		e := newVastEnvWith(t, fakevast.DefaultOffers(4), vast.OfferSpec{MaxDPH: 0.5}, func(s *vast.Settings) { s.PriceIncreaseMaxDPH = c.limit })
+		offers := fakevast.DefaultOffers(4)
+		end := t0.Add(time.Hour)
+		offers[0].EndDate = float64(end.Unix())
+		e := newVastEnvWith(t, offers, vast.OfferSpec{MaxDPH: 0.5}, func(s *vast.Settings) { s.PriceIncreaseMaxDPH = c.limit })
 		fc := e.enrolled(t, "n1")
 		id, _ := strconv.ParseInt(fc.cands[0].InstanceID, 10, 64)
-		if _, err := e.fake.RaisePrice(id, 0.2); err != nil {
+		if _, err := e.fake.RaisePrice(id, fakevast.Rise{GPUDPH: 0.2, AskEnd: float64(end.Add(48 * time.Hour).Unix())}); err != nil {
 			t.Fatal(err)
 		}
 		l := New(Config{Cluster: fc, Rentals: e.prov, Blocklist: e.block, NodeTypes: map[string]wire.NodeType{"cpu": {MinWorkers: 1, MaxWorkers: 2}}, Now: e.clk.Now})
@@ -102,14 +107,21 @@ func TestPriceIncreaseAboveCapReplaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Ended["n1"] != c.ended || res.Created["cpu"] != c.created {
-			t.Errorf("cap %g: ended %v created %v; want n1 %q, %d created", c.limit, res.Ended, res.Created, c.ended, c.created)
+		if len(res.Ended) != 0 || res.Created["cpu"] != 0 || math.Abs(fc.cands[0].DPHTotal-0.10) > 1e-9 {
+			t.Errorf("cap %g, before the end date: ended %v created %v, n1 at $%g; want n1 kept at $0.10", c.limit, res.Ended, res.Created, fc.cands[0].DPHTotal)
 		}
 		if inc := e.fake.Increases(); len(inc) != 1 || inc[0].Answer != c.answer {
 			t.Errorf("cap %g: vast saw %+v, want the increase %s", c.limit, inc, c.answer)
 		}
+		e.clk.Add(time.Hour + 30*time.Second) // past the end date, a sweep due
+		if res, err = l.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if res.Ended["n1"] != c.ended || res.Created["cpu"] != c.created {
+			t.Errorf("cap %g, at the end date: ended %v created %v; want n1 %q, %d created", c.limit, res.Ended, res.Created, c.ended, c.created)
+		}
 		if got := fc.cands[0].DPHTotal; math.Abs(got-c.dph) > 1e-9 {
-			t.Errorf("cap %g: n1 costs %g, want %g", c.limit, got, c.dph)
+			t.Errorf("cap %g: n1 costs %g after the end date, want %g", c.limit, got, c.dph)
 		}
 		if _, blocked := e.block.Blocked(fc.cands[0].HostID); blocked {
 			t.Errorf("cap %g: host blocklisted for a price increase", c.limit)

@@ -63,8 +63,9 @@ const (
 	ReasonDown          = "down"
 	ReasonSpareUnneeded = "spare_unneeded"
 	// ReasonHostVanished: the provider shows the instance exited, offline,
-	// unknown or stopped after it ran (the reason names which); its host
-	// is blocklisted network.
+	// unknown or stopped after it ran (the reason names which) and gives
+	// no EndNow (vast's stops on purpose do); its host is blocklisted
+	// network.
 	ReasonHostVanished = "host_vanished"
 	// ReasonInstanceExited: a candidate's container exited before it
 	// enrolled (the image or the bootloader may be at fault: no blocklist).
@@ -83,6 +84,12 @@ const (
 	ReasonOutbid        = "outbid"
 	ReasonContractEnded = "contract_ended"
 	ReasonPriceIncrease = "price_increase"
+	// ReasonStopped and ReasonNoBalance: vast stopped an on-demand rental
+	// (vast never interrupts on-demand): on purpose (a user's stop), or
+	// because the account has no money left (renting then halts). Neither
+	// is the host's fault nor a failure.
+	ReasonStopped   = "stopped"
+	ReasonNoBalance = "no_balance"
 )
 
 // Blocklist is what the loop adds hosts to (head/blocklist.List).
@@ -94,7 +101,7 @@ type Blocklist interface {
 // a healthy candidate that came when every slot was taken).
 var notFailures = map[string]bool{"": true, "deleted": true, ReasonDown: true, ReasonScaleDown: true, ReasonSpareUnneeded: true,
 	wire.ReasonNoSlot: true, rentals.ReasonOverBudget: true, ReasonMachineShared: true,
-	ReasonContractEnd: true, ReasonContractEnded: true, ReasonPriceIncrease: true}
+	ReasonContractEnd: true, ReasonContractEnded: true, ReasonPriceIncrease: true, ReasonStopped: true, ReasonNoBalance: true}
 
 // Config builds a Loop.
 type Config struct {

@@ -57,10 +57,11 @@ func (e *vastEnv) rent(t *testing.T, cand string) provider.Rental {
 	return r
 }
 
-// TestVanishedHostsReplaced: a rental vast shows exited, offline, unknown
-// or stopped after it ran is ended with the status in its reason (what
-// head status and head node show), its host blocklisted network, and a
-// replacement rented; a container that exited before it enrolled is ended
+// TestVanishedHostsReplaced: a rental vast shows exited, offline or
+// unknown after it ran is ended with the status in its reason (what head
+// status and head node show), its host blocklisted network, and a
+// replacement rented; one vast shows stopped (on demand: never the host,
+// vast stops it on purpose) is ended stopped without a blocklist; a container that exited before it enrolled is ended
 // without blocklisting its host (the image may be at fault); one still
 // renting is left to the enroll timeout.
 func TestVanishedHostsReplaced(t *testing.T) {
@@ -73,7 +74,7 @@ func TestVanishedHostsReplaced(t *testing.T) {
 		{"n-exited", wire.StateEnrolled, "exited", "host_vanished (exited)", true},
 		{"n-offline", wire.StateEnrolled, "offline", "host_vanished (offline)", true},
 		{"n-unknown", wire.StateEnrolled, "unknown", "host_vanished (unknown)", true},
-		{"n-stopped", wire.StateEnrolled, "stopped", "host_vanished (stopped)", true},
+		{"n-stopped", wire.StateEnrolled, "stopped", ReasonStopped, false}, // vast or a user stopped it: not the host
 		{"n-lost", wire.StateLost, "offline", "host_vanished (offline)", true},
 		{"c-exited", wire.StateRunning, "exited", ReasonInstanceExited, false},
 		{"c-offline", wire.StateRunning, "offline", "host_vanished (offline)", true},

@@ -138,7 +138,7 @@ func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blo
 		Log: log.With("port", "A"), Ray: cfg.Ray,
 		Bundle: enroll.Bundle{ClusterToken: st.ClusterToken, AppID: st.AppID, AppRootKey: st.AppRootKey, Shim: in.shim,
 			RayHeadAddress: cfg.Ray.HeadAddress, GuestAPI: cfg.GuestAPI, PortB: portB, IntervalS: nodes.IntervalS(),
-			UnheardLimitS: int(cfg.UnheardLimit() / time.Second)},
+			UnheardLimitS: int(cfg.UnheardLimit() / time.Second), SelfEnd: selfEnd(driver)},
 	})
 	var paused func(string) bool
 	if pauses != nil {
@@ -250,4 +250,13 @@ func shutdownWhenDone(ctx context.Context, serveErr <-chan error, servers []name
 	}
 	wg.Wait()
 	return runErr
+}
+
+// selfEnd is the bundle's heartbeat.self_end: "vast" when the head rents
+// on vast (a node there destroys its own instance with CONTAINER_API_KEY).
+func selfEnd(d *rentals.Driver) string {
+	if d != nil && d.ProviderStatus().Kind == wire.ProviderVast {
+		return wire.ProviderVast
+	}
+	return ""
 }

@@ -59,6 +59,12 @@
 //     {max_bid_dph, margin}, replace_before_end_s and price_increase_max_dph.
 //   - 26: (issue 31) GET /v1/provider gains rentals [{instance_id, candidate_id, bid_dph,
 //     ondemand_dph, end_date, price_increase {old_dph, new_dph, action, at}}].
+//   - 27: (issue 42) GET /v1/provider's rentals[].price_increase gains applies_at (the
+//     contract's end date: an accepted price is charged, a rental ending over the cap
+//     ends, from then on); rentals[].ondemand_dph becomes offer_dph (a bid search's
+//     dph_total is at the minimum bid, not the on-demand price) and storage_dph is added
+//     (a bid's storage, billed on top of the bid). The bundle's heartbeat gains self_end
+//     ("vast" when the head rents on vast: the node warns when it lacks CONTAINER_API_KEY).
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -74,7 +80,7 @@ const Version = 2
 // Revision is the number of the newest entry in the protocol history of this
 // package's comment. The revision grows with every wire change; Version grows only
 // when old and new cannot talk. TestProtocolHistory holds the two together.
-const Revision = 26
+const Revision = 27
 
 // Environment variable names of the rental request (docs/protocol.md §2).
 const (

@@ -209,4 +209,8 @@ type HeartbeatParams struct {
 	// UnheardLimitS is how long the node may go without a heartbeat
 	// answered before it ends its own rental (docs/protocol.md §9); 0 or absent: never.
 	UnheardLimitS int `json:"unheard_limit_s,omitempty"`
+	// SelfEnd names how the head's provider expects a node to end its own
+	// rental: "vast" (destroy its instance with CONTAINER_API_KEY); absent:
+	// by the agent's exit.
+	SelfEnd string `json:"self_end,omitempty"`
 }

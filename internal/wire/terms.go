@@ -39,13 +39,16 @@ func (b BidPolicy) Bid(minBid, cap float64) (bid float64, ok bool) {
 }
 
 // RentalTerms are a vast rental's terms as the provider knows them (head
-// status): its bid and the on-demand price of its offer when it rents
-// interruptible, its contract's end date, a pending price increase.
+// status): when it rents interruptible its bid, its storage's $/hour
+// (billed on top of the bid for every second the instance exists) and its
+// offer's dph_total at rental (a bid search's: at the minimum bid, storage
+// included), its contract's end date, a pending price increase.
 type RentalTerms struct {
 	InstanceID  string     `json:"instance_id"`
 	CandidateID string     `json:"candidate_id,omitempty"`
 	BidDPH      float64    `json:"bid_dph,omitempty"`
-	OnDemandDPH float64    `json:"ondemand_dph,omitempty"`
+	StorageDPH  float64    `json:"storage_dph,omitempty"`
+	OfferDPH    float64    `json:"offer_dph,omitempty"`
 	EndDate     *time.Time `json:"end_date,omitempty"`
 	// PriceIncrease is the host's last pending price increase and what the
 	// head did with it.
@@ -56,14 +59,18 @@ type RentalTerms struct {
 const (
 	PriceRejected = "rejected" // the default: the old price holds until the end date
 	PriceAccepted = "accepted" // under price_increase_max_dph
-	PriceEnding   = "ending"   // above price_increase_max_dph: the rental is replaced
+	PriceEnding   = "ending"   // above price_increase_max_dph: rejected, the rental replaced by its end date
 )
 
 // PriceIncrease is one pending price increase of a host (vast's
-// pending-price-increases row, as $/hour).
+// pending-price-increases row, as $/hour of the whole rental). AppliesAt
+// is the contract's end date when the head answered: an accepted price is
+// charged only from then on, and a rental ending over the cap ends then
+// (absent: no end date known, at once).
 type PriceIncrease struct {
-	OldDPH float64   `json:"old_dph"`
-	NewDPH float64   `json:"new_dph"`
-	Action string    `json:"action"`
-	At     time.Time `json:"at"`
+	OldDPH    float64    `json:"old_dph"`
+	NewDPH    float64    `json:"new_dph"`
+	Action    string     `json:"action"`
+	At        time.Time  `json:"at"`
+	AppliesAt *time.Time `json:"applies_at,omitempty"`
 }

@@ -29,13 +29,14 @@ func offersOf(e *env) map[int64]int {
 }
 
 // TestStoppedCreateDestroyed: a create vast answers success false with a
-// new_contract (the instance started stopped, and bills its storage) is
-// destroyed at once, its machine is skipped (its other offer too), and
-// the rental comes from another machine.
+// new_contract (the instance started stopped, and bills its storage; here
+// a vast that ignores cancel_unavail) is destroyed at once, its machine is
+// skipped (its other offer too), and the rental comes from another
+// machine.
 func TestStoppedCreateDestroyed(t *testing.T) {
 	offers := []fakevast.Offer{off(1, 11, 101, 0.10), off(2, 12, 102, 0.11), off(3, 11, 101, 0.12), off(4, 13, 103, 0.13)}
 	offers[0].StartsStopped = true
-	e := newEnv(t, offers, nil)
+	e := newEnvWith(t, offers, nil, func(c *fakevast.Config) { c.IgnoreCancelUnavail = true })
 	p := e.provider(t, "c1", nil)
 	ctx := context.Background()
 	r, err := p.Rent(ctx, rentReq("a"))

@@ -31,7 +31,15 @@ type Offer struct {
 	// contract ends (epoch seconds, 0 unknown).
 	MinBid  float64 `json:"min_bid"`
 	EndDate float64 `json:"end_date"`
+	// StorageCost is the disk price in $/GB per month (search_offers.yaml):
+	// billed for every second an instance exists, a bid's on top of it.
+	StorageCost float64 `json:"storage_cost"`
 }
+
+// StorageDPH is what diskGB cost per hour at storageCost $/GB per 30-day
+// month (vast-cli's price-increase table's month; show_instance.yaml's
+// example: storage_cost 0.1493 on 10 GB is storage_total_cost 0.00207/h).
+func StorageDPH(storageCost, diskGB float64) float64 { return storageCost * diskGB / (24 * 30) }
 
 // Query is an offer search. Zero fields are left out.
 type Query struct {
@@ -45,7 +53,7 @@ type Query struct {
 	Limit          int
 	Filters        Filters
 	// Bid searches interruptible offers (type "bid"): MaxDPH then caps
-	// min_bid, not dph_total (which stays the on-demand price).
+	// min_bid, not dph_total (a bid search answers it at the minimum bid).
 	Bid bool
 }
 
@@ -301,13 +309,27 @@ type Instance struct {
 	HostID       int64   `json:"host_id"`
 	NumGPUs      int     `json:"num_gpus"`
 	DPHTotal     float64 `json:"dph_total"`
+	DiskSpace    float64 `json:"disk_space"`   // GB allocated (show_instance.yaml)
+	StorageCost  float64 `json:"storage_cost"` // $/GB/month
 	// IsBid: an interruptible rental; MinBid its machine's min bid now;
-	// EndDate its contract's end (epoch seconds, 0 unknown); CurState the
-	// contract's state ("stopped" when vast paused it).
-	IsBid    bool    `json:"is_bid"`
-	MinBid   float64 `json:"min_bid"`
-	EndDate  float64 `json:"end_date"`
-	CurState string  `json:"cur_state"`
+	// EndDate its contract's end (epoch seconds, 0 unknown); CurState and
+	// NextState the machine contract's current and next scheduled state,
+	// IntendedStatus the container's intended status (show_instance.yaml).
+	IsBid          bool    `json:"is_bid"`
+	MinBid         float64 `json:"min_bid"`
+	EndDate        float64 `json:"end_date"`
+	CurState       string  `json:"cur_state"`
+	NextState      string  `json:"next_state"`
+	IntendedStatus string  `json:"intended_status"`
+}
+
+// Paused: vast stopped the instance and means it to stay stopped:
+// cur_state, intended_status and next_state all "stopped", whatever
+// actual_status shows (null or loading while it started, exited once it
+// ran). dstack reads this as an interruption (an outbid bid), even
+// during provisioning (SOURCES.md).
+func (i Instance) Paused() bool {
+	return i.CurState == "stopped" && i.IntendedStatus == "stopped" && i.NextState == "stopped"
 }
 
 // Status is actual_status ("" while vast provisions it).

@@ -49,6 +49,20 @@ func (p *Provider) note(err error) bool {
 	return true
 }
 
+// haltBilling halts renting for billingPause with detail (the account
+// ran out of money), logged once per halt.
+func (p *Provider) haltBilling(detail string) {
+	h := &p.halt
+	h.mu.Lock()
+	fresh := h.reason != "billing"
+	until := p.cfg.Now().Add(billingPause)
+	h.reason, h.detail, h.until = "billing", detail, until
+	h.mu.Unlock()
+	if fresh {
+		p.log.Error("vast: renting stopped", "reason", "billing", "until", untilText(until), "detail", detail)
+	}
+}
+
 // halted returns the error every Rent fails with while halted, else nil.
 func (p *Provider) halted() error {
 	h := &p.halt

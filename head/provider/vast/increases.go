@@ -6,36 +6,41 @@ import (
 	"net/http"
 )
 
-// epPrice paces the price-increase calls on their own (vast documents no
-// limit for them; one request in flight).
+// epPrice paces the price-increase calls on their own, 2 s apart
+// (DefaultLimits).
 const epPrice = "price_increase"
 
 // PendingIncrease is one row of GET /api/v0/instances/pending-price-increases/
 // (vast-cli vastai/api/price_increase.py): a host's higher price for one
 // of the account's contracts (contract_id is the instance ID). Costs are
-// per second; absent ones null.
+// per second, the GPU's per GPU and the disk's per GB (the CLI's table
+// shows them × 3600 as "$/GPU/hr" and × 3600 × 24 × 30 as "$/GB/mo");
+// absent ones null. ContractEnd is the contract's current end date (epoch
+// seconds): the new rate applies only after it (the CLI's accept).
 type PendingIncrease struct {
-	ID         int64    `json:"pending_price_increase_id"`
-	ContractID int64    `json:"contract_id"`
-	HostID     int64    `json:"host_id"`
-	NewGPU     *float64 `json:"new_gpu_costpersec"`
-	OldGPU     *float64 `json:"old_gpu_costpersec"`
-	NewDiskRAM *float64 `json:"new_disk_ram_costpersec"`
-	OldDiskRAM *float64 `json:"old_disk_ram_costpersec"`
+	ID          int64    `json:"pending_price_increase_id"`
+	ContractID  int64    `json:"contract_id"`
+	HostID      int64    `json:"host_id"`
+	NewGPU      *float64 `json:"new_gpu_costpersec"`
+	OldGPU      *float64 `json:"old_gpu_costpersec"`
+	NewDiskRAM  *float64 `json:"new_disk_ram_costpersec"`
+	OldDiskRAM  *float64 `json:"old_disk_ram_costpersec"`
+	ContractEnd *float64 `json:"contract_end_date"`
 }
 
-// RiseDPH is how many $/hour the increase adds: the GPU and disk/RAM
-// costs per second, new less old, times 3600 (a cost absent on either
-// side adds nothing). Bandwidth and platform fees are not per hour and
-// are left out.
-func (r PendingIncrease) RiseDPH() float64 {
+// RiseDPH is how many $/hour the increase adds to a rental of gpus GPUs
+// and diskGB of disk: (Δ GPU cost × GPUs + Δ disk cost × GB) × 3600, each
+// Δ new less old per second (a cost absent on either side adds nothing).
+// A rental of no GPU counts one (vast rents none; fakevast's CPU offers).
+// Bandwidth and platform fees are not per hour and are left out.
+func (r PendingIncrease) RiseDPH(gpus int, diskGB float64) float64 {
 	d := func(n, o *float64) float64 {
 		if n == nil || o == nil {
 			return 0
 		}
 		return *n - *o
 	}
-	return (d(r.NewGPU, r.OldGPU) + d(r.NewDiskRAM, r.OldDiskRAM)) * 3600
+	return (d(r.NewGPU, r.OldGPU)*float64(max(gpus, 1)) + d(r.NewDiskRAM, r.OldDiskRAM)*diskGB) * 3600
 }
 
 // PendingIncreases lists the account's pending price increases.

@@ -13,8 +13,9 @@ const epInvoices = "invoices"
 
 // Needed is what the head's key needs (api-reference/permissions.mdx):
 // instance_read (show and list instances), instance_write (create and
-// destroy) and misc (search offers).
-const Needed = "instance_read, instance_write, misc"
+// destroy), misc (search offers) and user_read (the account's balance when
+// vast stops a rental: account.go; vast-cli scripts/data/api_scopes.json).
+const Needed = "instance_read, instance_write, misc, user_read"
 
 // KeyReadsBilling says whether the key may read the account's billing:
 // GET /api/v1/invoices/ (show_invoices.yaml), a billing_read call

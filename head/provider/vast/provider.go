@@ -85,8 +85,10 @@ type Provider struct {
 	halt    halt
 
 	terms    map[int64]*wire.RentalTerms // bids, end dates, price increases (terms.go)
-	ending   map[int64]string            // instances to end at once (EndPriceIncrease)
+	ending   map[int64]endAt             // instances to end at a time (EndPriceIncrease)
 	pricesAt time.Time                   // last poll of pending price increases
+	acct     Account                     // the account as last read (account.go)
+	acctAt   time.Time
 
 	searchMu sync.Mutex // one search at a time: a burst of Rents shares it
 }
@@ -98,7 +100,7 @@ func limitsFrom(iv map[string]float64) (Limits, error) {
 	lim := DefaultLimits()
 	for ep, sec := range iv {
 		if _, known := lim.Interval[ep]; !known {
-			return lim, fmt.Errorf("vast provider: intervals_s: unknown endpoint %q (want search, create, show, list or destroy)", ep)
+			return lim, fmt.Errorf("vast provider: intervals_s: unknown endpoint %q (want search, create, show, list, destroy or price_increase)", ep)
 		}
 		if !(sec >= 0 && sec <= 600) {
 			return lim, fmt.Errorf("vast provider: intervals_s.%s: %g s, want 0-600", ep, sec)
@@ -151,7 +153,7 @@ func New(cfg Config) (*Provider, error) {
 	p := &Provider{cfg: cfg, prefix: LabelPrefix(cfg.Cluster), log: cfg.Log, machines: map[int64]map[int64]bool{},
 		live: map[int64]int64{}, renting: map[int64]bool{}, destroying: map[int64]*flight{}, destroyed: map[int64]bool{},
 		avoid: map[int64]time.Time{}, avoidH: map[int64]time.Time{}, foreign: map[int64]bool{},
-		terms: map[int64]*wire.RentalTerms{}, ending: map[int64]string{}}
+		terms: map[int64]*wire.RentalTerms{}, ending: map[int64]endAt{}}
 	p.list = &lister{c: cfg.Client, every: cfg.ListEvery, now: cfg.Now}
 	p.log.Info("vast provider ready", "base_url", cfg.Client.base.String(), "label_prefix", p.prefix, "node_types", len(cfg.Settings.NodeTypes))
 	return p, nil
@@ -260,6 +262,10 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 	}
 	// The CLI's --entrypoint /bin/sh --args -c TEXT: onstart overrides the
 	// image's ENTRYPOINT, args go to it (SOURCES.md: create).
+	// cancel_unavail true on purpose, bids included (their documented
+	// default is false): a create that cannot start at once is answered
+	// 410 and nothing is made, instead of a stopped instance that bills
+	// storage until a destroy (one more 3 s slot) ends it.
 	body := CreateRequest{
 		ClientID: "me", Image: spec.Image, Label: p.prefix + req.CandidateID, Disk: spec.DiskGB,
 		Runtype: "args", Env: env, Onstart: "/bin/sh", Args: []string{"-c", req.Command},
@@ -295,12 +301,19 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 			return provider.Rental{}, fmt.Errorf("vast rent %s: no offer for %d× %q at ≤ $%.3f/h with ≥ %d ports outside %d blocked hosts and %d machines", req.CandidateID, req.GPUs, spec.GPUName, q.MaxDPH, q.MinPorts, len(q.ExcludeHosts), len(q.ExcludeMachine))
 		}
 		p.seen(o.HostID, o.MachineID)
-		bid := 0.0
+		bid, storage := 0.0, 0.0
 		if b := spec.Interruptible; b != nil {
+			// The bid pays the GPUs; the storage is billed on top of it,
+			// so what max_dph_total leaves must hold both.
+			storage = StorageDPH(o.StorageCost, spec.DiskGB)
+			cap := b.MaxBidDPH
+			if req.MaxDPH > 0 {
+				cap = min(cap, req.MaxDPH-storage)
+			}
 			var ok bool
-			if bid, ok = b.Bid(o.MinBid, q.MaxDPH); !ok {
+			if bid, ok = b.Bid(o.MinBid, cap); cap <= 0 || !ok {
 				p.release(o.MachineID, 0)
-				continue // min_bid above the cap (vast ignored the filter)
+				continue // min_bid (with the storage) above the cap
 			}
 			body.Price = &bid
 		}
@@ -322,6 +335,12 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 			if isAPI && ae.Status == 400 && strings.Contains(strings.ToLower(ae.Msg), "blacklist") {
 				p.avoidFor(p.avoidH, o.HostID, avoidFor) // the host refuses the account on all its machines
 			}
+			if isAPI && ae.Status == 410 && bid == 0 {
+				// cancel_unavail: the machine could not start it at once
+				// (or was taken): skipped like a stopped start. A bid's
+				// 410 is a min_bid risen: the next search shows it.
+				p.avoidFor(p.avoid, o.MachineID, avoidFor)
+			}
 			p.log.Warn("vast offer refused, trying the next", "candidate", req.CandidateID, "offer", o.ID, "err", err)
 			lastErr = err
 			continue
@@ -332,14 +351,14 @@ func (p *Provider) Rent(ctx context.Context, req provider.RentRequest) (provider
 		}
 		p.release(o.MachineID, id)
 		p.list.created(id)
-		p.rented(id, req.CandidateID, *o, bid)
+		p.rented(id, req.CandidateID, *o, bid, storage)
 		iid := strconv.FormatInt(id, 10)
 		r := provider.Rental{CandidateID: req.CandidateID, InstanceID: iid, HostID: strconv.FormatInt(o.HostID, 10), DPHTotal: o.DPHTotal, EndsAt: epochTime(o.EndDate)}
 		if bid > 0 {
-			r.DPHTotal = bid // max_dph_total counts what it costs
+			r.DPHTotal = bid + storage // max_dph_total counts what it costs
 		}
 		p.log.Info("vast rented", "candidate", req.CandidateID, "instance", iid, "offer", o.ID, "host", o.HostID, "machine", o.MachineID, "gpu", o.GPUName,
-			"dph_total", r.DPHTotal, "bid", bid > 0, "ondemand_dph", o.DPHTotal, "min_bid", o.MinBid)
+			"dph_total", r.DPHTotal, "bid", bid > 0, "storage_dph", storage, "offer_dph", o.DPHTotal, "min_bid", o.MinBid)
 		return r, nil
 	}
 	return provider.Rental{}, fmt.Errorf("vast rent %s: every offer refused: %w", req.CandidateID, lastErr)
@@ -582,20 +601,25 @@ func (p *Provider) List(ctx context.Context) ([]provider.Rental, error) {
 	p.track(ins)
 	yield := yielders(ins)
 	var out []provider.Rental
-	ours, listed := map[int64]*provider.Rental{}, map[int64]bool{}
+	ours, listed, byID := map[int64]*provider.Rental{}, map[int64]bool{}, map[int64]Instance{}
 	for _, in := range ins {
 		if r, ok := p.rental(in); ok {
 			r.Yield = yield[in.ID]
 			out = append(out, r)
-			listed[in.ID] = true
+			listed[in.ID], byID[in.ID] = true, in
 		}
 	}
+	var stopped []*provider.Rental // on demand, stopped by vast or a user (account.go)
 	for i := range out {
 		id, _ := strconv.ParseInt(out[i].InstanceID, 10, 64)
 		ours[id] = &out[i]
+		if in := byID[id]; out[i].EndNow == "" && !in.IsBid && stoppedOnPurpose(in) {
+			stopped = append(stopped, &out[i])
+		}
 	}
+	p.checkStops(ctx, stopped)
 	p.dropTerms(listed)
-	p.checkPrices(ctx, ours)
+	p.checkPrices(ctx, ours, byID)
 	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
 	return out, nil
 }

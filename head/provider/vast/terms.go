@@ -42,14 +42,15 @@ func (p *Provider) termsFor(id int64, cand string) *wire.RentalTerms {
 	return t
 }
 
-// rented records a new rental's terms: its bid and its offer's on-demand
-// price (a bid), and the offer's end date.
-func (p *Provider) rented(id int64, cand string, o Offer, bid float64) {
+// rented records a new rental's terms: its bid, its storage's $/hour and
+// its offer's dph_total (a bid search's, at the minimum bid), and the
+// offer's end date.
+func (p *Provider) rented(id int64, cand string, o Offer, bid, storage float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.termsFor(id, cand)
 	if bid > 0 {
-		t.BidDPH, t.OnDemandDPH = bid, o.DPHTotal
+		t.BidDPH, t.StorageDPH, t.OfferDPH = bid, storage, o.DPHTotal
 	}
 	if e := epochTime(o.EndDate); !e.IsZero() {
 		t.EndDate = &e
@@ -67,20 +68,52 @@ func (p *Provider) applyTerms(in Instance, r *provider.Rental) {
 		t.EndDate, r.EndsAt = &e, e
 	}
 	if in.IsBid && t.BidDPH == 0 {
-		t.BidDPH = in.DPHTotal // a restarted head: the bid as vast shows it
+		// A restarted head: vast's dph_total of the instance is its total,
+		// the storage included.
+		t.StorageDPH = StorageDPH(in.StorageCost, in.DiskSpace)
+		t.BidDPH = in.DPHTotal - t.StorageDPH
 	}
 	if t.BidDPH > 0 {
-		r.DPHTotal = t.BidDPH
+		r.DPHTotal = t.BidDPH + t.StorageDPH // vast bills the storage on top of the bid
 	}
-	stopped := in.Status() == "stopped"
+	now := p.cfg.Now()
+	priceNow(t, r, now)
+	stopped := in.Status() == "stopped" || in.Paused()
+	e, ending := p.ending[in.ID]
 	switch {
-	case stopped && !r.EndsAt.IsZero() && !p.cfg.Now().Before(r.EndsAt):
-		r.EndNow = EndContract
+	case ending && !now.Before(e.at):
+		r.EndNow = e.reason // its term at the old price is used up
+	case (stopped || in.CurState == "stopped") && !r.EndsAt.IsZero() && !now.Before(r.EndsAt):
+		r.EndNow = EndContract // its contract stopped at its end date, whatever the container shows
 	case stopped && (in.IsBid || t.BidDPH > 0):
-		r.EndNow = EndOutbid // an interruptible instance is paused when outbid (SOURCES.md)
-	case p.ending[in.ID] != "":
-		r.EndNow = p.ending[in.ID]
+		// An interruptible instance is paused when outbid (SOURCES.md):
+		// read from the contract's states, it ends while still starting
+		// and, after it ran (actual_status exited), without blaming the
+		// host.
+		r.EndNow = EndOutbid
 	}
+}
+
+// endAt is a rental to end at a time (the zero time: at once).
+type endAt struct {
+	reason string
+	at     time.Time
+}
+
+// priceNow sets what an on-demand rental costs now under its accepted
+// price increase: the old price until the contract's end date at the
+// answer (vast bills the rest of the current term at the original
+// price), the new one from then on.
+func priceNow(t *wire.RentalTerms, r *provider.Rental, now time.Time) {
+	pi := t.PriceIncrease
+	if pi == nil || pi.Action != wire.PriceAccepted || t.BidDPH > 0 {
+		return
+	}
+	if pi.AppliesAt != nil && now.Before(*pi.AppliesAt) {
+		r.DPHTotal = pi.OldDPH
+		return
+	}
+	r.DPHTotal = max(r.DPHTotal, pi.NewDPH)
 }
 
 // dropTerms forgets the terms of instances no longer listed.
@@ -112,9 +145,12 @@ func (p *Provider) rentalTerms() []wire.RentalTerms {
 // checkPrices answers the pending price increases of this cluster's
 // rentals (at most every pricesEvery): rejected when
 // price_increase_max_dph is 0 (the default; the old price holds until the
-// end date), accepted up to it, and above it rejected and the rental
-// marked to end (EndPriceIncrease) so the loop replaces it.
-func (p *Provider) checkPrices(ctx context.Context, ours map[int64]*provider.Rental) {
+// end date, where the contract ends), accepted up to it, and above it
+// rejected and the rental marked to end (EndPriceIncrease) at its
+// contract's end date, so its paid term is used and the loop replaces it
+// first (replace_before_end_s); at once when the row names no end date.
+// The rise is the rental's: its GPUs and disk (ins) at the row's rates.
+func (p *Provider) checkPrices(ctx context.Context, ours map[int64]*provider.Rental, ins map[int64]Instance) {
 	now := p.cfg.Now()
 	p.mu.Lock()
 	due := p.pricesAt.IsZero() || now.Sub(p.pricesAt) >= pricesEvery
@@ -136,7 +172,13 @@ func (p *Provider) checkPrices(ctx context.Context, ours map[int64]*provider.Ren
 		if r == nil {
 			continue // another cluster's or gone
 		}
-		pi := &wire.PriceIncrease{OldDPH: r.DPHTotal, NewDPH: r.DPHTotal + row.RiseDPH(), Action: wire.PriceRejected, At: now}
+		in := ins[row.ContractID]
+		pi := &wire.PriceIncrease{OldDPH: r.DPHTotal, NewDPH: r.DPHTotal + row.RiseDPH(in.NumGPUs, in.DiskSpace), Action: wire.PriceRejected, At: now}
+		if row.ContractEnd != nil {
+			if e := epochTime(*row.ContractEnd); !e.IsZero() {
+				pi.AppliesAt = &e
+			}
+		}
 		if limit > 0 {
 			pi.Action = wire.PriceEnding
 			if pi.NewDPH <= limit+1e-9 {
@@ -149,17 +191,22 @@ func (p *Provider) checkPrices(ctx context.Context, ours map[int64]*provider.Ren
 			continue
 		}
 		p.mu.Lock()
-		p.termsFor(row.ContractID, r.CandidateID).PriceIncrease = pi
-		switch pi.Action {
-		case wire.PriceEnding:
-			p.ending[row.ContractID] = EndPriceIncrease
-			r.EndNow = EndPriceIncrease
-		case wire.PriceAccepted:
-			r.DPHTotal = pi.NewDPH // what it costs from now on
+		t := p.termsFor(row.ContractID, r.CandidateID)
+		t.PriceIncrease = pi
+		priceNow(t, r, now)
+		if pi.Action == wire.PriceEnding {
+			e := endAt{reason: EndPriceIncrease}
+			if pi.AppliesAt != nil {
+				e.at = *pi.AppliesAt
+			}
+			p.ending[row.ContractID] = e
+			if !now.Before(e.at) {
+				r.EndNow = EndPriceIncrease
+			}
 		}
 		p.mu.Unlock()
 		p.log.Warn("vast: a host raised its price", "instance", row.ContractID, "candidate", r.CandidateID, "host", row.HostID,
-			"old_dph", pi.OldDPH, "new_dph", pi.NewDPH, "action", pi.Action, "price_increase_max_dph", limit)
+			"old_dph", pi.OldDPH, "new_dph", pi.NewDPH, "action", pi.Action, "applies_at", pi.AppliesAt, "price_increase_max_dph", limit)
 	}
 }
 

@@ -44,7 +44,7 @@ func TestWireBidMatchesCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fake.RaisePrice(instanceID(t, r), 0.2); err != nil {
+	if _, err := fake.RaisePrice(instanceID(t, r), fakevast.Rise{GPUDPH: 0.2}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.List(ctx); err != nil {
@@ -62,7 +62,7 @@ func TestWireBidMatchesCLI(t *testing.T) {
 	var q map[string]any
 	json.Unmarshal(search[0].body, &q)
 	if q["type"] != "bid" || q["dph_total"] != nil || fmt.Sprint(q["order"]) != "[[min_bid asc]]" {
-		t.Errorf("bid search: type %v, dph_total %v, order %v; want bid, no dph_total cap (the on-demand price), min_bid first", q["type"], q["dph_total"], q["order"])
+		t.Errorf("bid search: type %v, dph_total %v, order %v; want bid, no dph_total cap (min_bid caps the bid), min_bid first", q["type"], q["dph_total"], q["order"])
 	}
 	sameShape(t, "bid create", create[0].body, fx["create instance --bid_price"].Body, "price")
 	var body map[string]any

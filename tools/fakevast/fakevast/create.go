@@ -26,8 +26,22 @@ type createBody struct {
 	Args        []string          `json:"args"`
 	ArgsStr     string            `json:"args_str"`
 	TargetState string            `json:"target_state"`
-	Cancel      bool              `json:"cancel_unavail"`
+	Cancel      *bool             `json:"cancel_unavail"`
 	Price       *float64          `json:"price"` // a bid (the CLI's --bid_price)
+}
+
+// cancels says whether a create that cannot start at once (a machine that
+// starts instances stopped, a bid below min_bid) is refused 410 rather
+// than made a stopped instance: cancel_unavail as sent, else its
+// documented default, true for on-demand with target_state "running" and
+// false for an interruptible (create_instance.yaml; vast.py's
+// --cancel-unavail: "Return error if scheduling fails (rather than
+// creating a stopped instance)").
+func (b createBody) cancels() bool {
+	if b.Cancel != nil {
+		return *b.Cancel
+	}
+	return b.Price == nil && b.TargetState == "running"
 }
 
 // check applies create's documented field limits (README: create_instance

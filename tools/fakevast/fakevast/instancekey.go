@@ -58,6 +58,30 @@ func withKeyKind(r *http.Request, k keyKind) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), keyCtx{}, k))
 }
 
+// RefuseInstanceKey makes vast refuse instance id's own key from now on
+// with status (401 or 403: the answers vast's reference gives for a key
+// it does not accept, show_user.yaml's 401 "Unauthorized access due to
+// invalid or missing authentication token"; which one a revoked instance
+// key gets is not documented).
+func (s *Server) RefuseInstanceKey(id int64, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.instances[id]; in != nil {
+		in.KeyRefused = status
+	}
+}
+
+// refusedKey is the status that refuses the instance key of the request
+// (0: none). The caller holds s.mu and checked instanceKeyAllows.
+func (s *Server) refusedKey(r *http.Request) int {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/api/v0/instances/")
+	id, _ := strconv.ParseInt(strings.TrimSuffix(rest, "/"), 10, 64)
+	if in := s.instances[id]; in != nil {
+		return in.KeyRefused
+	}
+	return 0
+}
+
 // InstanceKey is instance id's CONTAINER_API_KEY ("" when there is none).
 func (s *Server) InstanceKey(id int64) string {
 	s.mu.Lock()

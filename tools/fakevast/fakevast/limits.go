@@ -20,14 +20,22 @@ type Limit struct {
 type Limits map[string]Limit
 
 // VastLimits are the API reference's: create 4.5 s with a 12 s penalty, show
-// instance 2 s, destroy 3 s, list (v0 and v1) 1 s, search 10 a minute.
+// instance 2 s, destroy 3 s, list (v0 and v1) 1 s, search 10 a minute; and
+// 2 s on each price-increase endpoint (x-rateLimit 2.0 of
+// auto_get_api_v0_instances_pending_price_increases,
+// auto_put_api_v0_instances_accept_price_increase and
+// auto_put_api_v0_instances_reject_price_increase, the specs vast-ai/docs
+// generates from vast's backend, commit 4c1c657).
 func VastLimits() Limits {
 	return Limits{
-		"create":  {Interval: 4500 * time.Millisecond, Penalty: 12 * time.Second},
-		"show":    {Interval: 2 * time.Second},
-		"destroy": {Interval: 3 * time.Second},
-		"list":    {Interval: time.Second},
-		"search":  {Calls: 10, Per: time.Minute},
+		"create":        {Interval: 4500 * time.Millisecond, Penalty: 12 * time.Second},
+		"show":          {Interval: 2 * time.Second},
+		"destroy":       {Interval: 3 * time.Second},
+		"list":          {Interval: time.Second},
+		"search":        {Calls: 10, Per: time.Minute},
+		"price_pending": {Interval: 2 * time.Second},
+		"price_accept":  {Interval: 2 * time.Second},
+		"price_reject":  {Interval: 2 * time.Second},
 	}
 }
 
@@ -52,8 +60,12 @@ func endpointName(r *http.Request) string {
 		return "search"
 	case strings.HasPrefix(p, "/api/v0/asks/"):
 		return "create"
-	case strings.Contains(p, "price-increase"):
-		return "price_increase" // no documented limit
+	case strings.HasSuffix(p, "/pending-price-increases/"):
+		return "price_pending"
+	case strings.HasSuffix(p, "/accept-price-increase/"):
+		return "price_accept"
+	case strings.HasSuffix(p, "/reject-price-increase/"):
+		return "price_reject"
 	case p == "/api/v0/instances/" || p == "/api/v1/instances/":
 		return "list"
 	case strings.HasPrefix(p, "/api/v0/instances/") && r.Method == http.MethodDelete:

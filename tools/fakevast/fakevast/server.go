@@ -64,6 +64,10 @@ type Offer struct {
 	// 0: none), copied to every instance rented on it (terms.go).
 	MinBid  float64 `json:"min_bid,omitempty"`
 	EndDate float64 `json:"end_date,omitempty"`
+	// StorageCost is the machine's disk price in $/GB/month (vast.py's
+	// offer field storage_cost, "$/GB/month"); 0 leaves all of dph_total
+	// to the GPUs.
+	StorageCost float64 `json:"storage_cost,omitempty"`
 }
 
 // goodMachine fills the quality fields an offer leaves zero.
@@ -170,6 +174,10 @@ type Config struct {
 	// RAYVAST_VAST_URL: where its agent reaches this fake to end its own
 	// instance (vast's containers reach console.vast.ai, the agent's default).
 	ContainerURL string
+	// IgnoreCancelUnavail starts an instance that cannot start stopped
+	// even when the create asked cancel_unavail (a vast that does not
+	// honour it: the create reference still documents 200 success false).
+	IgnoreCancelUnavail bool
 	// ScopedKey makes the account's key one without billing_read (as
 	// permissions.mdx recommends for an autoscaler): GET /api/v1/invoices/
 	// is refused (instancekey.go).
@@ -198,8 +206,16 @@ type Instance struct {
 	Vanished  string  // actual_status after its host lost it (Vanish)
 	Bid       float64 // the create's price: an interruptible rental (bids.go)
 	Outbid    bool    // paused by a higher bid (Outbid)
-	DPH       float64 // its price now: the offer's, the bid, or an accepted increase (terms.go)
-	APIKey    string  // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	NoCredit  bool    // stopped when the account ran out of money (SetCredit)
+	// OutbidStatus is the actual_status the pause left: "exited" when it
+	// had run, else its starting status ("" null).
+	OutbidStatus string
+	DPH          float64 // its price: the offer's or the bid (terms.go: an accepted increase from NewFrom on)
+	Disk         float64 // GB, the create's disk (disk_space)
+	NewDPH       float64 // an accepted price increase's total $/hour, from NewFrom on (terms.go)
+	NewFrom      time.Time
+	APIKey       string // instance_api_key, the container's CONTAINER_API_KEY (instancekey.go)
+	KeyRefused   int    // RefuseInstanceKey: the status its key gets (0: accepted)
 	// DestroyedByOwnKey: the destroy came with the instance's own key.
 	DestroyedByOwnKey bool
 	DestroyedAt       time.Time
@@ -221,6 +237,8 @@ type Server struct {
 	times     map[string][]time.Time
 	searches  map[string]int // UTC day → searches (SearchQuota)
 	revoked   bool
+	noCredit  bool // SetCredit: the account has no money (account.go)
+	credit    float64
 	increases []*increase // pending price increases (terms.go)
 	nextInc   int64
 	wg        sync.WaitGroup
@@ -280,7 +298,15 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		s.mu.Lock()
 		revoked := s.revoked
 		own := ok && s.instanceKeyAllows(tok, r)
+		refused := 0
+		if own {
+			refused = s.refusedKey(r)
+		}
 		s.mu.Unlock()
+		if refused != 0 {
+			fail(w, refused, "unauthorized", "This API key is not authorized for this request")
+			return
+		}
 		kind := accountKey
 		if own {
 			kind = instanceKey
@@ -360,8 +386,14 @@ func (s *Server) threshold(name string) string {
 // every command (it reads host_agreement_accepted to cache its role, and
 // drops api_key from what it shows).
 func (s *Server) user(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	credit := 100.0
+	if s.noCredit {
+		credit = s.credit
+	}
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"id": 4242, "username": "fakevast", "email": "fakevast@example.invalid",
-		"balance": 0.0, "credit": 100.0, "host_agreement_accepted": false, "api_key": s.cfg.Key})
+		"balance": 0.0, "credit": credit, "host_agreement_accepted": false, "api_key": s.cfg.Key})
 }
 
 // endpoint replaces numeric path segments so /instances/1/ and /instances/2/
@@ -436,8 +468,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "invalid_args", msg)
 		return
 	}
-	if s.cfg.BillingRefusal != "" {
-		fail(w, http.StatusBadRequest, "invalid_args", s.cfg.BillingRefusal)
+	if msg := s.billingRefusal(); msg != "" {
+		fail(w, http.StatusBadRequest, "invalid_args", msg)
 		return
 	}
 	exposed := 0
@@ -465,12 +497,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	stopped := s.offers[idx].StartsStopped || lowBid(req.Price, s.offers[idx])
+	if stopped && req.cancels() && !s.cfg.IgnoreCancelUnavail {
+		s.mu.Unlock()
+		fail(w, http.StatusGone, "no_such_ask", fmt.Sprintf("Instance type %d is no longer available.", offerID))
+		return
+	}
 	s.offers[idx].Rented = true
 	id := s.nextID
 	s.nextID++
 	in := &Instance{ID: id, Offer: s.offers[idx], Label: req.Label, Image: req.Image, Runtype: req.Runtype,
-		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: s.offers[idx].StartsStopped || lowBid(req.Price, s.offers[idx]),
-		DPH: price(req.Price, s.offers[idx]), Bid: bid(req.Price),
+		Env: req.Env, Onstart: req.Onstart, Args: req.Args, Created: s.cfg.Now(), Stopped: stopped,
+		DPH: price(req.Price, s.offers[idx], req.Disk), Bid: bid(req.Price), Disk: req.Disk,
 		Ports: grantPorts(id, askedPorts(req.Env), min(s.offers[idx].DirectPortCount, maxOpenPorts)-exposed)}
 	s.instances[id] = in
 	launch := Launch{ID: id, Image: req.Image, Entrypoint: req.entrypoint(), Args: req.Args, Env: map[string]string{},
@@ -622,7 +660,11 @@ func (s *Server) status(in *Instance) any {
 	switch {
 	case in.Vanished != "":
 		return in.Vanished
-	case in.Stopped || s.expired(in):
+	case in.Outbid && in.OutbidStatus == "":
+		return nil
+	case in.Outbid:
+		return in.OutbidStatus
+	case in.Stopped || in.NoCredit || s.expired(in):
 		return "stopped"
 	case in.StartErr != "" || in.Killed:
 		return "exited"
@@ -640,6 +682,7 @@ func (s *Server) status(in *Instance) any {
 // instance), env as extra_env pairs.
 func (s *Server) view(in *Instance) map[string]any {
 	st := s.status(in)
+	intended, cur, next := s.states(in)
 	ip := ""
 	ports := map[string]any{}
 	if st == "running" {
@@ -666,11 +709,11 @@ func (s *Server) view(in *Instance) map[string]any {
 		msg = "Error: " + in.StartErr
 	}
 	return map[string]any{
-		"id": in.ID, "actual_status": st, "intended_status": "running", "cur_state": curState(st),
+		"id": in.ID, "actual_status": st, "intended_status": intended, "cur_state": cur, "next_state": next,
 		"label": label, "image_uuid": in.Image, "image_runtype": in.Runtype, "image_args": in.Args,
 		"extra_env": extra, "onstart": in.Onstart, "status_msg": msg,
 		"public_ipaddr": ip, "ports": ports, "machine_id": in.Offer.MachineID, "host_id": in.Offer.HostID,
-		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": in.DPH,
+		"num_gpus": in.Offer.NumGPUs, "gpu_name": in.Offer.GPUName, "dph_total": s.dphNow(in), "disk_space": in.Disk, "storage_cost": in.Offer.StorageCost,
 		"start_date": float64(in.Created.UnixNano()) / 1e9,
 		"is_bid":     in.Bid > 0, "min_bid": in.Offer.MinBid, "end_date": endDate(in),
 	}
