@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayvast/rayvast/head/vastnet"
 	"github.com/rayvast/rayvast/internal/rvtest"
 )
 
@@ -39,6 +40,7 @@ type torchRank struct {
 	AllReduce []float64         `json:"all_reduce"`
 	Object    map[string]string `json:"object"`
 	Group     []float64         `json:"group"`
+	HostAddr  string            `json:"host_addr"`
 }
 
 type torchCase struct {
@@ -56,6 +58,64 @@ func testTorchOnRay(t *testing.T, version string) {
 	for _, n := range nodes {
 		public[n.PublicIP] = true
 	}
+	checkTorchJob(t, c, public, []string{"one node", "two nodes", "collective"}, nil)
+	t.Run("a co-tenant on a node's bridge reaches no listener of a Ray actor", func(t *testing.T) {
+		cotenantInRayActor(t, c, image)
+	})
+	// The two hostname shapes that make gloo fall back to loopback when no
+	// interface is named (issue 41): Debian's and Ubuntu's 127.0.1.1 line,
+	// and no line at all with no resolver to ask. Each node's /etc/hosts
+	// (and, for the second, resolv.conf) is rewritten in place; the ranks
+	// report what their hostname resolves to, so the shape is proven to be
+	// in Ray's workers, and must still train across the nodes.
+	for _, shape := range []struct{ name, hosts, resolv, want string }{
+		{"hostname at 127.0.1.1", "127.0.0.1 localhost\n127.0.1.1 $(hostname)\n", "", "127.0.1.1"},
+		{"hostname unresolvable", "127.0.0.1 localhost\n", "nameserver 127.0.0.1\n", "gaierror"},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			setHostnameShape(t, c, shape.hosts, shape.resolv)
+			checkTorchJob(t, c, public, []string{"two nodes", "collective"}, func(r torchRank) error {
+				if !strings.HasPrefix(r.HostAddr, shape.want) {
+					return fmt.Errorf("the hostname resolves to %q in the rank, want %s: the shape is not in place", r.HostAddr, shape.want)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// setHostnameShape rewrites /etc/hosts (and /etc/resolv.conf when resolv
+// is set) in every node container of c (printf formats; $(hostname) is the
+// container's). Docker bind-mounts both files, so they are written in
+// place, not renamed.
+func setHostnameShape(t *testing.T, c *rayCluster, hosts, resolv string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := suite.eng.ListContainers(ctx, vastnet.LabelCluster+"="+c.name)
+	if err != nil || len(cs) == 0 {
+		t.Fatalf("the cluster's containers: %v (%d)", err, len(cs))
+	}
+	script := `printf "` + hosts + `" > /etc/hosts`
+	if resolv != "" {
+		script += ` && printf "` + resolv + `" > /etc/resolv.conf`
+	}
+	for _, ct := range cs {
+		if ct.State != "running" {
+			continue
+		}
+		if out, err := exec.CommandContext(ctx, "docker", "exec", ct.ID, "sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("docker exec %v: %v\n%s", ct.Names, err, out)
+		}
+	}
+}
+
+// checkTorchJob runs torchjob.py through head run and checks the cases
+// named (each rank's all_reduce, broadcast object and new_group; one node
+// or two; the rendezvous at a public IP as Ray Train sets it) and, with
+// check, each rank.
+func checkTorchJob(t *testing.T, c *rayCluster, public map[string]bool, cases []string, check func(torchRank) error) {
+	t.Helper()
 	marker := fmt.Sprintf("rayvast-torch-marker-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -74,7 +134,7 @@ func testTorchOnRay(t *testing.T, version string) {
 	if err != nil || res == nil {
 		t.Fatalf("torchjob.py through head run: %v\n%s", err, out)
 	}
-	for _, name := range []string{"one node", "two nodes", "collective"} {
+	for _, name := range cases {
 		var tc torchCase
 		if err := json.Unmarshal(res[name], &tc); err != nil || len(tc.Ranks) != 2 {
 			t.Errorf("%s: no result (%v):\n%s", name, err, out)
@@ -92,6 +152,11 @@ func testTorchOnRay(t *testing.T, version string) {
 			}
 			if name != "collective" && (r.Object["marker"] != marker || fmt.Sprint(r.Group) != "[2 2]") {
 				t.Errorf("%s: rank %d broadcast_object_list %v, new_group all_reduce %v", name, r.Rank, r.Object, r.Group)
+			}
+			if check != nil {
+				if err := check(r); err != nil {
+					t.Errorf("%s: rank %d: %v", name, r.Rank, err)
+				}
 			}
 		}
 		if want := map[string]int{"one node": 1}[name]; want == 1 && len(ips) != 1 || want == 0 && len(ips) != 2 {

@@ -19,6 +19,16 @@ marker = sys.argv[1]
 backend = sys.argv[2] if len(sys.argv) > 2 else "gloo"
 
 
+def host_addr():
+    """What the rank's hostname resolves to, where gloo looks first when no
+    interface is named: the hostname shape the test set up."""
+    import socket
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError as e:
+        return "%s: %s" % (type(e).__name__, e)
+
+
 @ray.remote(num_cpus=1)
 class Rank:
     def addr(self):
@@ -33,7 +43,7 @@ class Rank:
         import datetime
         import torch
         import torch.distributed as dist
-        out = {"rank": rank, "node_ip": ray.util.get_node_ip_address()}
+        out = {"rank": rank, "node_ip": ray.util.get_node_ip_address(), "host_addr": host_addr()}
         try:
             dist.init_process_group(backend, init_method="tcp://%s:%d" % (addr, port), rank=rank,
                                     world_size=world, timeout=datetime.timedelta(seconds=60))
@@ -53,14 +63,14 @@ class Rank:
             out["ok"], out["error"] = False, "%s: %s" % (type(e).__name__, str(e)[:400])
         return out
 
-    def collective(self, rank, world):
+    def collective(self, rank, world, group):
         import torch
         import ray.util.collective as col
-        out = {"rank": rank, "node_ip": ray.util.get_node_ip_address()}
+        out = {"rank": rank, "node_ip": ray.util.get_node_ip_address(), "host_addr": host_addr()}
         try:
-            col.init_collective_group(world, rank, backend="gloo", group_name="rv", gloo_timeout=60000)
+            col.init_collective_group(world, rank, backend="gloo", group_name=group, gloo_timeout=60000)
             t = torch.ones(4) * (rank + 1)
-            col.allreduce(t, group_name="rv")
+            col.allreduce(t, group_name=group)
             out["all_reduce"] = t.tolist()
             out["ok"] = True
         except Exception as e:
@@ -87,7 +97,11 @@ def torch_case(node_ids):
 def collective_case(node_ids):
     ranks = ranks_on(node_ids)
     t0 = time.time()
-    res = ray.get([r.collective.remote(i, len(ranks)) for i, r in enumerate(ranks)], timeout=180)
+    # A group name of this run's own: rank 0 publishes its address in Ray's
+    # KV store under the name, and a rank of a later run on the same
+    # cluster would otherwise read this run's stale address.
+    group = "rv-" + marker
+    res = ray.get([r.collective.remote(i, len(ranks), group) for i, r in enumerate(ranks)], timeout=180)
     for r in ranks:
         ray.kill(r)
     return {"ranks": res, "seconds": round(time.time() - t0, 2)}
