@@ -59,6 +59,11 @@
 //     {max_bid_dph, margin}, replace_before_end_s and price_increase_max_dph.
 //   - 26: (issue 31) GET /v1/provider gains rentals [{instance_id, candidate_id, bid_dph,
 //     ondemand_dph, end_date, price_increase {old_dph, new_dph, action, at}}].
+//   - 27: (issue 43) Changes a meaning: with the GCS's store (every Ray head head up
+//     runs), ray_head names the store's ID from the first start on, also while the Ray
+//     head starts or restarts; the same ID named means the same Ray cluster, and the
+//     agent leaves its Ray be (its raylet waits for the GCS). The agent sets
+//     RAY_gcs_rpc_server_reconnect_timeout_s=120 in Ray's env unless its own env has it.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -74,7 +79,7 @@ const Version = 2
 // Revision is the number of the newest entry in the protocol history of this
 // package's comment. The revision grows with every wire change; Version grows only
 // when old and new cannot talk. TestProtocolHistory holds the two together.
-const Revision = 26
+const Revision = 27
 
 // Environment variable names of the rental request (docs/protocol.md §2).
 const (

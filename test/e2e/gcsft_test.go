@@ -265,8 +265,8 @@ func checkRedisPassword(t *testing.T, c *rayCluster, actorEnv string) {
 		t.Errorf("head status: %v\n%s", err, status)
 	}
 	found("head status", status)
-	if !bytes.Contains(status, []byte("redis")) {
-		t.Logf("head status says nothing of the store:\n%s", status)
+	if !bytes.Contains(status, []byte("GCS store: redis at 127.0.0.1:")) {
+		t.Errorf("head status does not name the store:\n%s", status)
 	}
 	// Every log and file of the state dir but the password file and
 	// Redis's config (which must hold it), and every file of the Ray head's
