@@ -194,6 +194,9 @@ func printRayHead(w io.Writer, stateDir string, now time.Time) {
 			fmt.Fprintf(w, "  ports: GCS %d, dashboard %d (127.0.0.1), Ray Client %d; on loopback only: dashboard agent HTTP %d, metrics export %d, dashboard metrics %d, autoscaler metrics %d\n",
 				p.GCS, p.Dashboard, p.RayClient, p.DashboardAgentHTTP, p.MetricsExport, p.DashboardMetrics, p.AutoscalerMetrics)
 		}
+		if st.Store != "" {
+			fmt.Fprintf(w, "  GCS store: %s (the cluster outlives a restart of its GCS)\n", st.Store)
+		}
 		if st.LastWords != "" && st.State != rayhead.Running {
 			fmt.Fprintf(w, "  failed %d times in a row the same way before it came up; Ray's last words:\n    %s\n",
 				st.Failing, strings.ReplaceAll(termtext.Lines(st.LastWords), "\n", "\n    "))

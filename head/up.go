@@ -254,7 +254,7 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) server.Hooks {
 				}
 			}
 			run, err := rayhead.StartCluster(rayhead.ClusterConfig{State: r.st, Config: r.cfg, Python: r.u.python,
-				Autoscaler: as.Config, PluginDir: as.PluginDir, OnFailing: r.rayFailing, Log: r.log})
+				Autoscaler: as.Config, PluginDir: as.PluginDir, OnFailing: r.rayFailing, RayVersion: r.cfg.Ray.Version, Log: r.log})
 			if err != nil {
 				return err
 			}
@@ -262,6 +262,7 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) server.Hooks {
 			r.rayDone = make(chan struct{})
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
 			r.p.Step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
+			r.p.Step("Ray head: the GCS keeps the cluster in %s: a GCS that dies comes back with it", run.Status().Store)
 			go r.announceRayHead(rayCtx, run)
 			if !r.firewallOn() {
 				go r.p.PublicRayPorts(rayCtx, r.st.Dir, 5*time.Second, time.Minute)
@@ -270,8 +271,10 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) server.Hooks {
 		},
 		RayPorts: r.rayPorts(),
 		RayHead: func() (string, bool) {
+			// With the GCS's store the Ray head keeps its ID across its
+			// restarts: the nodes keep their Ray, which waits for the GCS.
 			if run := r.rayRun.Load(); run != nil {
-				return run.Current()
+				return run.Named()
 			}
 			return "", false
 		},

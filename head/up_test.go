@@ -136,11 +136,18 @@ func TestUp(t *testing.T) {
 	if p == nil || strconv.Itoa(p.Dashboard) != dash {
 		t.Fatalf("Ray head status: ports %+v, dashboard %s", p, rs.Dashboard)
 	}
+	// The stand-in is Ray 2.53: the GCS's store is head up's Redis, its
+	// password a flag (issue 43), its address and the reconnect wait in
+	// the env.
+	pw, _ := os.ReadFile(filepath.Join(state, rayhead.StoreDir, "redis.password"))
 	want := fmt.Sprintf("start --head --block --node-ip-address=127.0.0.1 --port=%s --disable-usage-stats --temp-dir=%s"+
-		" --dashboard-port=%d --dashboard-agent-listen-port=%d --metrics-export-port=%d --ray-client-server-port=%d --num-cpus=0 --num-gpus=0",
-		addr[len("127.0.0.1:"):], rayhead.TempDir(state), p.Dashboard, p.DashboardAgentHTTP, p.MetricsExport, p.RayClient)
-	if got := strings.Join(rec.Argv, " "); got != want {
+		" --dashboard-port=%d --dashboard-agent-listen-port=%d --metrics-export-port=%d --ray-client-server-port=%d --num-cpus=0 --num-gpus=0 --redis-password=%s",
+		addr[len("127.0.0.1:"):], rayhead.TempDir(state), p.Dashboard, p.DashboardAgentHTTP, p.MetricsExport, p.RayClient, bytes.TrimSpace(pw))
+	if got := strings.Join(rec.Argv, " "); len(bytes.TrimSpace(pw)) == 0 || got != want {
 		t.Errorf("Ray head argv\n%q, want\n%q", got, want)
+	}
+	if !strings.HasPrefix(rec.Env["RAY_REDIS_ADDRESS"], "127.0.0.1:") || rec.Env["RAY_gcs_rpc_server_reconnect_timeout_s"] != rayhead.GCSReconnectS {
+		t.Errorf("Ray head env: RAY_REDIS_ADDRESS %q, RAY_gcs_rpc_server_reconnect_timeout_s %q", rec.Env["RAY_REDIS_ADDRESS"], rec.Env["RAY_gcs_rpc_server_reconnect_timeout_s"])
 	}
 	// The ports without a certificate stay on loopback (the shim) and the
 	// metrics ports Ray has no flag for come from its environment.

@@ -97,6 +97,7 @@ func Env(p Params) []string {
 		env = append(env, MeshEnv+"="+p.MeshAddr)
 	}
 	env = append(env, trainingEnv(env, p.Iface, mesh)...)
+	env = append(env, gcsWaitEnv(env)...)
 	switch {
 	case p.ShimDir != "" && pythonPath != "":
 		env = append(env, "PYTHONPATH="+p.ShimDir+":"+pythonPath)
@@ -106,6 +107,26 @@ func Env(p Params) []string {
 		env = append(env, "PYTHONPATH="+pythonPath)
 	}
 	return env
+}
+
+// GCSReconnectS is how long the node's raylet and workers wait for the
+// Ray head's GCS to come back (RAY_gcs_rpc_server_reconnect_timeout_s; Ray's
+// default is 60 s): the head's GCS keeps the cluster in a store and a
+// restart of the Ray head takes about 10 s, a slow one up to a minute, and
+// the head names the same Ray head meanwhile, so the agent leaves Ray be.
+// Not forever: a raylet that waited this long exits and the agent restarts
+// it. A value the user set is kept.
+const GCSReconnectS = "120"
+
+// gcsWaitEnv is RAY_gcs_rpc_server_reconnect_timeout_s unless kept sets it.
+func gcsWaitEnv(kept []string) []string {
+	const name = "RAY_gcs_rpc_server_reconnect_timeout_s"
+	for _, kv := range kept {
+		if strings.HasPrefix(kv, name+"=") {
+			return nil
+		}
+	}
+	return []string{name + "=" + GCSReconnectS}
 }
 
 // Scrubbed is env as Ray would inherit it, before anything is added: no

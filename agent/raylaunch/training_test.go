@@ -64,3 +64,29 @@ func TestIfaceOf(t *testing.T) {
 		t.Errorf("IfaceOf(an address of no interface): %v", err)
 	}
 }
+
+// TestGCSWaitEnv: the node's Ray waits GCSReconnectS for a restarting GCS
+// (Ray's 60 s default would be kept without it), and a value the user set
+// in the agent's environment stays the only one.
+func TestGCSWaitEnv(t *testing.T) {
+	const name = "RAY_gcs_rpc_server_reconnect_timeout_s"
+	_, env := Command(params())
+	if !slices.Contains(env, name+"="+GCSReconnectS) {
+		t.Errorf("%s=%s missing from %q", name, GCSReconnectS, env)
+	}
+	p := params()
+	p.Env = append(p.Env, name+"=300")
+	_, env = Command(p)
+	n := 0
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			n++
+			if kv != name+"=300" {
+				t.Errorf("the user's %s=300 replaced by %q", name, kv)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%s set %d times in %q, want once", name, n, env)
+	}
+}

@@ -28,7 +28,12 @@ type ClusterConfig struct {
 	// PluginDir the dir of its plugin; "" runs no autoscaler.
 	Autoscaler, PluginDir string
 	OnFailing             func(times int, lastWords string) // a Ray head failing the same way again
-	Log                   *slog.Logger
+	// RayVersion is the Ray head's Ray ("" asks Python): it picks the
+	// GCS's store (OpenStore).
+	RayVersion string
+	// RedisServer is redis-server for Ray before RocksDBFrom ("" RedisServer).
+	RedisServer string
+	Log         *slog.Logger
 }
 
 // StartCluster writes (once) the Ray head's TLS and token files into
@@ -61,6 +66,24 @@ func StartCluster(c ClusterConfig) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	version := c.RayVersion
+	if version == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		version, err = rayenv.Version(ctx, c.Python)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("the Ray head's Ray version: %w", err)
+		}
+	}
+	// The GCS keeps the cluster in a store under the state dir, so a GCS
+	// that dies comes back with it (store.go).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	store, err := OpenStore(ctx, StoreConfig{StateDir: st.Dir, RayVersion: version, RedisServer: c.RedisServer, Log: c.Log})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	c.Log.Info("ray head: GCS store", "store", store.Describe())
 	// Each run's ports are chosen free when it starts (Relaunch).
 	launch := func() (Launch, error) {
 		ports, err := PickPorts(gcs, nil)
@@ -69,8 +92,10 @@ func StartCluster(c ClusterConfig) (*Run, error) {
 		}
 		argv := WithPorts(Command(c.Python, address, tmp), ports)
 		argv = WithResources(argv, c.Config.Ray.HeadResources)
+		argv = store.Args(argv)
 		env := Env(os.Environ(), files, c.Python)
 		env = PortsEnv(env, ports, headIP.Unmap().String(), shimDir)
+		env = store.Env(env)
 		if c.Autoscaler != "" {
 			argv = WithAutoscaler(argv, c.Autoscaler)
 			env = AutoscalerEnv(env, c.PluginDir)
@@ -80,17 +105,26 @@ func StartCluster(c ClusterConfig) (*Run, error) {
 	}
 	first, err := launch()
 	if err != nil {
+		store.Close()
 		return nil, err
 	}
 	sup, err := New(Config{Command: first.Command, Env: first.Env,
 		Address: address, Dashboard: first.Dashboard, TempDir: tmp,
 		Ports: first.Ports, Relaunch: launch, OnFailing: c.OnFailing,
 		LogPath: st.Path("ray-head.log"), StatePath: st.Path(StateFile),
+		ID: store.ID, Store: store.Describe(),
 		Log: c.Log.With("part", "ray-head")})
 	if err != nil {
+		store.Close()
 		return nil, err
 	}
-	return sup.Start()
+	run, err := sup.Start()
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	run.store = store
+	return run, nil
 }
 
 // writeShim writes the built-in shim into STATE/ray-head/shim for the Ray

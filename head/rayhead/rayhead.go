@@ -11,6 +11,7 @@ package rayhead
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -65,6 +66,9 @@ type Status struct {
 	// with the same last line.
 	LastWords string `json:"last_words,omitempty"`
 	Failing   int    `json:"failing,omitempty"`
+	// Store is where the GCS keeps the cluster across its restarts (kind
+	// and path; "" none: a restart is a new cluster).
+	Store string `json:"store,omitempty"`
 }
 
 // Config is one supervised Ray head.
@@ -100,8 +104,14 @@ type Config struct {
 	// same last line as the run before (failing counts them, 2 or more)
 	// and Ray's last words; nil: only logged.
 	OnFailing func(failing int, lastWords string)
-	Log       *slog.Logger
-	Now       func() time.Time
+	// ID, when set, is every run's ID: the Ray head keeps its cluster in a
+	// store (Store) across restarts, so a restart is the same Ray head to
+	// the nodes (Named); "" makes a new ID at each start.
+	ID string
+	// Store is the GCS's store for people (Status.Store; "" none).
+	Store string
+	Log   *slog.Logger
+	Now   func() time.Time
 }
 
 // Launch is what one run of the Ray head starts with.
@@ -150,7 +160,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath, Python: cfg.Command[0], Dashboard: cfg.Dashboard, Ports: cfg.Ports}}, nil
+	return &Supervisor{cfg: cfg, st: Status{Address: cfg.Address, Log: cfg.LogPath, Python: cfg.Command[0], Dashboard: cfg.Dashboard, Ports: cfg.Ports, Store: cfg.Store}}, nil
 }
 
 // lastWordsLines is how many of a failed run's last lines are kept.
@@ -207,12 +217,33 @@ func (s *Supervisor) Current() (id string, ok bool) {
 	return s.st.ID, s.st.State == Running
 }
 
+// Named is what the heartbeat answers name as the Ray head: with a store
+// (Config.ID) its one ID from the first start on, also while a run starts
+// or restarts (the nodes' Ray waits for the GCS to come back); without one,
+// Current.
+func (s *Supervisor) Named() (id string, ok bool) {
+	if s.cfg.ID == "" {
+		return s.Current()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.ID, s.st.State != Stopped && s.st.State != ""
+}
+
+// Status is the supervisor's Status.
+func (r *Run) Status() Status { return r.s.Status() }
+
+// Named is the supervisor's Named.
+func (r *Run) Named() (id string, ok bool) { return r.s.Named() }
+
 // Run is a started supervisor.
 type Run struct {
 	s    *Supervisor
 	logf *os.File
 	cmd  *exec.Cmd
 	done chan error
+	// store, where set, is closed (Redis stopped) once the Ray head is.
+	store *Store
 }
 
 // Current is the supervisor's Current.
@@ -246,7 +277,10 @@ func (s *Supervisor) spawn(logf io.Writer, command, env []string) (*exec.Cmd, ch
 			s.cfg.Log.Warn("ray head: stale cluster address file", "err", err)
 		}
 	}
+	// id tells this run's output from the last one's; public is the ID the
+	// status and the nodes see (Config.ID where set).
 	id := newID()
+	public := cmp.Or(s.cfg.ID, id)
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("ray head output pipe: %w", err)
@@ -272,8 +306,8 @@ func (s *Supervisor) spawn(logf io.Writer, command, env []string) (*exec.Cmd, ch
 	go func() { defer close(outDone); s.watchOutput(r, logf, id) }()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	s.set(func(st *Status) { st.State = Starting; st.PID = cmd.Process.Pid; st.ID = id })
-	s.cfg.Log.Info("ray head starting", "pid", cmd.Process.Pid, "id", id, "address", s.cfg.Address, "log", s.cfg.LogPath)
+	s.set(func(st *Status) { st.State = Starting; st.PID = cmd.Process.Pid; st.ID = public })
+	s.cfg.Log.Info("ray head starting", "pid", cmd.Process.Pid, "id", public, "address", s.cfg.Address, "log", s.cfg.LogPath)
 	return cmd, done, nil
 }
 
@@ -338,17 +372,17 @@ func lastLine(words string) string {
 
 func (s *Supervisor) markRunning(id string) {
 	s.mu.Lock()
-	now := s.st.ID == id && s.st.State == Starting
+	now := s.tailID == id && s.st.State == Starting
 	s.mu.Unlock()
 	if !now {
 		return
 	}
 	s.set(func(st *Status) {
-		if st.ID == id && st.State == Starting {
+		if s.tailID == id && st.State == Starting {
 			st.State, st.Failing, st.LastWords = Running, 0, ""
 		}
 	})
-	s.cfg.Log.Info("ray head running", "id", id, "address", s.cfg.Address)
+	s.cfg.Log.Info("ray head running", "id", s.Status().ID, "address", s.cfg.Address)
 }
 
 func newID() string {
@@ -394,6 +428,9 @@ func CheckTempDir(dir string) error {
 func (r *Run) Wait(ctx context.Context) {
 	s := r.s
 	defer r.logf.Close()
+	if r.store != nil {
+		defer r.store.Close()
+	}
 	backoff := s.cfg.MinBackoff
 	for {
 		started := s.cfg.Now()

@@ -357,3 +357,40 @@ func supervise(t *testing.T, s *Supervisor) (stop func()) {
 	go func() { r.Wait(ctx); close(done) }()
 	return func() { cancel(); <-done }
 }
+
+// TestNamedKeepsStoreID: with a store (Config.ID) every run has the
+// store's ID and Named names it while a run starts and restarts too (the
+// nodes keep their Ray); without one each start has a new ID and Named
+// names none until the run is up.
+func TestNamedKeepsStoreID(t *testing.T) {
+	slow := func(c *Config) { c.MinBackoff, c.MaxBackoff = time.Hour, time.Hour }
+	s, _ := newSup(t, "up-exit", slow, func(c *Config) { c.ID = "store-1" })
+	stop := supervise(t, s)
+	named := map[string]bool{}
+	unnamed := 0
+	if !rvtest.Until(20*time.Second, func() bool {
+		id, ok := s.Named()
+		if !ok {
+			unnamed++
+		}
+		named[id] = true
+		if st := s.Status(); st.ID != "" && st.ID != "store-1" {
+			t.Errorf("a run's ID %q, want store-1", st.ID)
+		}
+		return s.Status().Restarts >= 3
+	}) {
+		t.Errorf("restarts = %d after 20 s, want 3", s.Status().Restarts)
+	}
+	stop()
+	if len(named) != 1 || !named["store-1"] || unnamed > 0 {
+		t.Errorf("Named gave %v (not ok %d times), want store-1 always", named, unnamed)
+	}
+
+	s2, _ := newSup(t, "silent")
+	stop2 := supervise(t, s2)
+	defer stop2()
+	time.Sleep(200 * time.Millisecond)
+	if id, ok := s2.Named(); ok {
+		t.Errorf("without a store Named = %q while starting, want none", id)
+	}
+}

@@ -65,6 +65,11 @@
 //     dph_total is at the minimum bid, not the on-demand price) and storage_dph is added
 //     (a bid's storage, billed on top of the bid). The bundle's heartbeat gains self_end
 //     ("vast" when the head rents on vast: the node warns when it lacks CONTAINER_API_KEY).
+//   - 28: (issue 43) Changes a meaning: with the GCS's store (every Ray head head up
+//     runs), ray_head names the store's ID from the first start on, also while the Ray
+//     head starts or restarts; the same ID named means the same Ray cluster, and the
+//     agent leaves its Ray be (its raylet waits for the GCS). The agent sets
+//     RAY_gcs_rpc_server_reconnect_timeout_s=120 in Ray's env unless its own env has it.
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -80,7 +85,7 @@ const Version = 2
 // Revision is the number of the newest entry in the protocol history of this
 // package's comment. The revision grows with every wire change; Version grows only
 // when old and new cannot talk. TestProtocolHistory holds the two together.
-const Revision = 27
+const Revision = 28
 
 // Environment variable names of the rental request (docs/protocol.md §2).
 const (

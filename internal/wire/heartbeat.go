@@ -42,7 +42,9 @@ type HeartbeatReply struct {
 	// RayHead is the Ray head the head runs, while it runs (absent when the
 	// head runs none, or while it is starting): a node whose Ray joined a
 	// Ray head no longer named, or named with another ID, restarts its Ray
-	// at once (version 2, later; see the protocol history).
+	// at once (version 2, later; see the protocol history). A Ray head
+	// whose GCS has a store is named with the store's ID while it starts
+	// and restarts too (revision 27): the same cluster throughout.
 	RayHead *RayHeadRun `json:"ray_head,omitempty"`
 	// Mesh is the cluster's membership when it differs from the version
 	// the heartbeat named; absent when unchanged.

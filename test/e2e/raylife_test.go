@@ -25,8 +25,10 @@ import (
 
 // recoverLimit is how soon after the Ray head's GCS dies both nodes must
 // run a task again (it took 90–94 s: the Ray head's restart refused for
-// 60 s, the nodes' raylets waiting out Ray's 60 s GCS timeout).
-const recoverLimit = 30 * time.Second
+// 60 s, the nodes' raylets waiting out Ray's 60 s GCS timeout; then 11–12 s
+// with the nodes' Ray restarted; issue 43 wants ≤ 20 s with the GCS's
+// store, the nodes' Ray kept).
+const recoverLimit = 20 * time.Second
 
 // joinSlack is how much later than the head's first "running" a node may
 // first appear alive in ray.nodes(): the watcher samples every 0.1 s.
@@ -100,30 +102,8 @@ func rayLife(t *testing.T, version string) {
 		before, _, _ := rayhead.ReadStatus(c.state)
 		killed := time.Now()
 		killHeadGCS(t, c.state)
-		var upAt time.Time
-		stopUp := make(chan struct{})
-		var mu sync.Mutex
-		nodeRunning := map[string]time.Duration{}
-		go func() { // when the new Ray head runs and each node's Ray again, for the timeline
-			for {
-				if st, ok, _ := rayhead.ReadStatus(c.state); ok && st.ID != before.ID && st.State == rayhead.Running && upAt.IsZero() {
-					upAt = time.Now()
-					close(stopUp)
-				}
-				mu.Lock()
-				for _, n := range c.nodes() {
-					if _, seen := nodeRunning[n.PublicIP]; !seen && n.Ray.Restarts > 0 && n.Ray.State == wire.RayRunning {
-						nodeRunning[n.PublicIP] = time.Since(killed)
-					}
-				}
-				done := len(nodeRunning) == 2 && !upAt.IsZero()
-				mu.Unlock()
-				if done {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		up := waitHeadBack(t, c.state, before)
+		t.Logf("GCS killed → the Ray head running again: %s", up.Round(100*time.Millisecond))
 		tasks := c.probe(t, "tasks", 2, 3*time.Minute)
 		done := map[string]float64{}
 		for len(done) < 2 {
@@ -134,27 +114,22 @@ func rayLife(t *testing.T, version string) {
 			done[ev.IP] = ev.T - float64(killed.UnixNano())/1e9
 		}
 		tasks.stop()
-		select {
-		case <-stopUp:
-			t.Logf("GCS killed → new Ray head running: %s", upAt.Sub(killed).Round(100*time.Millisecond))
-		case <-time.After(time.Second):
-			t.Errorf("the Ray head's status never showed a new running Ray head")
-		}
 		worst := 0.0
-		mu.Lock()
 		for ip, s := range done {
-			t.Logf("GCS killed → node %s: its Ray running again %.1f s, a task ran %.1f s", ip, nodeRunning[ip].Seconds(), s)
+			t.Logf("GCS killed → node %s: a task ran %.1f s", ip, s)
 			worst = math.Max(worst, s)
 		}
-		mu.Unlock()
 		t.Logf("the driver's events, seconds after the kill:\n%s", tasks.timeline(killed))
 		t.Logf("RECOVERY Ray %s: GCS killed → tasks on both nodes again: %.1f s (limit %s)", version, worst, recoverLimit)
 		if worst > recoverLimit.Seconds() {
 			t.Errorf("tasks on both nodes again %.1f s after the GCS died, want ≤ %s", worst, recoverLimit)
 		}
+		if st, _, _ := rayhead.ReadStatus(c.state); st.ID != before.ID {
+			t.Errorf("the Ray head's ID %s → %s across a GCS restart with its store, want the same (the same cluster)", before.ID, st.ID)
+		}
 		for _, n := range c.nodes() {
-			if n.Ray.Restarts < 1 {
-				t.Errorf("node %s: Ray restarts %d, want ≥ 1 (restarted toward the new Ray head)", n.InstanceID, n.Ray.Restarts)
+			if n.Ray.Restarts != 0 {
+				t.Errorf("node %s: Ray restarts %d, want 0 (its raylet waits for the GCS with its store; the agent leaves Ray be)", n.InstanceID, n.Ray.Restarts)
 			}
 		}
 	})

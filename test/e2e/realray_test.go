@@ -85,8 +85,12 @@ func TestRealRayNewest(t *testing.T) {
 	})
 
 	t.Run("Ray head restarted", func(t *testing.T) {
+		before, _, _ := rayhead.ReadStatus(c.state)
 		start := time.Now()
 		killHeadGCS(t, c.state)
+		// A driver on the head's machine connects once the Ray head runs
+		// again (waitHeadBack says why).
+		waitHeadBack(t, c.state, before)
 		res, out := c.job(2, 4*time.Minute)
 		checkJob(t, res, out, 2, rvtest.RayNewest)
 		t.Logf("GCS killed → tasks on both nodes again: %s", time.Since(start).Round(time.Second))

@@ -37,11 +37,14 @@ MODELLED = {
     "disable-usage-stats": ("flag", False),
     "labels": ("str", ""),
     "ray-client-server-port": ("int", 10001),
+    # Taken and unused: the stand-in keeps no GCS store (head up passes
+    # its Redis's password on Ray before 2.60).
+    "redis-password": ("str", ""),
 }
 
 # The rest of Ray's `start` options (master, 2026-02).
 UNMODELLED = {
-    "redis-username", "redis-password", "redis-shard-ports",
+    "redis-username", "redis-shard-ports",
     "memory", "object-store-memory", "plasma-directory",
     "object-spilling-directory", "autoscaling-config", "no-redirect-output", "system-config",
     "enable-object-reconstruction", "no-monitor", "tracing-startup-hook",
