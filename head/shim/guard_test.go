@@ -39,24 +39,7 @@ const (
 func TestNativeGuard(t *testing.T) {
 	if os.Getenv(guardNetnsEnv) == "" {
 		needRoot(t, "ip", "capsh")
-		lib, probe := buildNative(t, "native"), buildProbe(t)
-		ns := fmt.Sprintf("rvshim-guard-%d", os.Getpid())
-		for _, c := range [][]string{{"netns", "add", ns}, {"-n", ns, "link", "set", "lo", "up"},
-			{"-n", ns, "addr", "add", guardSelf + "/32", "dev", "lo"}, {"-n", ns, "addr", "add", guardCotenant + "/32", "dev", "lo"}} {
-			if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
-				t.Fatalf("ip %s: %v %s", strings.Join(c, " "), err, out)
-			}
-			if c[0] == "netns" {
-				t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-			}
-		}
-		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestNativeGuard$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), guardNetnsEnv+"=1", "RVSHIM_TEST_LIB="+lib, "RVSHIM_TEST_PROBE="+probe)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("inside the namespace: %v\n%s", err, out)
-		}
-		t.Logf("inside the namespace:\n%s", out)
+		rerunInNetns(t, "TestNativeGuard", guardNetnsEnv, guardSelf, guardCotenant)
 		return
 	}
 	lib, probe := os.Getenv("RVSHIM_TEST_LIB"), os.Getenv("RVSHIM_TEST_PROBE")

@@ -55,27 +55,10 @@ func meshNode(t *testing.T, ca *pki.CA, id, ip string) (m *mesh.Mesh, port int, 
 func TestNativeMesh(t *testing.T) {
 	if os.Getenv(meshNetnsEnv) == "" {
 		needRoot(t, "ip")
-		lib, probe := buildNative(t, "native"), buildProbe(t)
 		// b's address must be no loopback one (the library never asks
 		// about those): the test runs again inside a namespace of its own,
 		// with b's IP on its lo, agents and probe together.
-		ns := fmt.Sprintf("rvshim-mesh-%d", os.Getpid())
-		for _, c := range [][]string{{"netns", "add", ns}, {"-n", ns, "link", "set", "lo", "up"},
-			{"-n", ns, "addr", "add", "198.18.31.2/32", "dev", "lo"}} {
-			if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
-				t.Fatalf("ip %s: %v %s", strings.Join(c, " "), err, out)
-			}
-			if c[0] == "netns" {
-				t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-			}
-		}
-		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestNativeMesh$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), meshNetnsEnv+"=1", "RVSHIM_TEST_LIB="+lib, "RVSHIM_TEST_PROBE="+probe)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("inside the namespace: %v\n%s", err, out)
-		}
-		t.Logf("inside the namespace:\n%s", out)
+		rerunInNetns(t, "TestNativeMesh", meshNetnsEnv, "198.18.31.2")
 		return
 	}
 	lib, probe := os.Getenv("RVSHIM_TEST_LIB"), os.Getenv("RVSHIM_TEST_PROBE")
@@ -154,6 +137,35 @@ func TestNativeMesh(t *testing.T) {
 
 // meshNetnsEnv marks the run of TestNativeMesh inside its namespace.
 const meshNetnsEnv = "RVSHIM_MESH_NETNS"
+
+// rerunInNetns runs test again inside a namespace of its own (lo up,
+// addrs on it as /32s), with mark set in its env and the native library and
+// the probe built here passed as RVSHIM_TEST_LIB and RVSHIM_TEST_PROBE,
+// and fails t if the inner run fails.
+func rerunInNetns(t *testing.T, test, mark string, addrs ...string) {
+	t.Helper()
+	lib, probe := buildNative(t, "native"), buildProbe(t)
+	ns := fmt.Sprintf("rvshim-%s-%d", strings.ToLower(strings.TrimPrefix(test, "TestNative")), os.Getpid())
+	cmds := [][]string{{"netns", "add", ns}, {"-n", ns, "link", "set", "lo", "up"}}
+	for _, a := range addrs {
+		cmds = append(cmds, []string{"-n", ns, "addr", "add", a + "/32", "dev", "lo"})
+	}
+	for _, c := range cmds {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v %s", strings.Join(c, " "), err, out)
+		}
+		if c[0] == "netns" {
+			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		}
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), mark+"=1", "RVSHIM_TEST_LIB="+lib, "RVSHIM_TEST_PROBE="+probe)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("inside the namespace: %v\n%s", err, out)
+	}
+	t.Logf("inside the namespace:\n%s", out)
+}
 
 func freePort(t *testing.T, ip string) int {
 	t.Helper()
