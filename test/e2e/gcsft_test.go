@@ -33,8 +33,9 @@ func TestGCSFaultToleranceOldest(t *testing.T) { gcsFaultTolerance(t, rvtest.Ray
 // count and has started a task on the other node; gcs_server is killed
 // with SIGKILL (the Ray head restarts, its GCS on the same address and
 // port with the store it left). Then (1) tasks run on both nodes again
-// within 20 s; (2) the actor answers from the same process with the count
-// it had, and counts on; (3) the task that ran while the GCS was dead
+// (how soon is a figure against recoverTarget; past recoverLimit it
+// fails); (2) the actor answers from the same process with the count it
+// had, and counts on; (3) the task that ran while the GCS was dead
 // finished and its result is fetched through the actor, its owner; (4)
 // neither agent restarted Ray (the head named the same Ray head
 // throughout); (5) on Ray 2.52 Redis's password is in no log of the
@@ -76,10 +77,7 @@ func gcsFaultTolerance(t *testing.T, version string) {
 		worst = math.Max(worst, s)
 	}
 	t.Logf("the driver's events, seconds after the kill:\n%s", tasks.timeline(killed))
-	t.Logf("RECOVERY (GCS store) Ray %s: GCS killed → tasks on both nodes again: %.1f s (limit %s)", version, worst, recoverLimit)
-	if worst > recoverLimit.Seconds() {
-		t.Errorf("tasks on both nodes again %.1f s after the GCS died, want ≤ %s", worst, recoverLimit)
-	}
+	checkRecovery(t, fmt.Sprintf("(GCS store) Ray %s: GCS killed → tasks on both nodes again", version), worst)
 
 	after := c.ftDriver(t, "check", ips)
 	var s0, s1 ftState
