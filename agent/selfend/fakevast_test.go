@@ -39,7 +39,8 @@ func rentOn(t *testing.T, url string, offer int) int64 {
 
 // TestVastEndAgainstFakevast: the node's destroy with its own key, against
 // fakevast: an instance already destroyed (404 not_found) is done at once,
-// not retried for ten minutes; a key vast refuses (401, 403) is not
+// not retried for ten minutes; a key vast refuses (401, 403, or a wrong
+// key's 404 auth_error) is not
 // retried either, and the node's last log lines say the rental keeps
 // billing and the head ends it when back (never the key); an accepted key
 // destroys exactly its instance.
@@ -47,16 +48,17 @@ func TestVastEndAgainstFakevast(t *testing.T) {
 	fake := fakevast.New(fakevast.Config{Key: "acct", NoLimits: true})
 	srv := httptest.NewServer(fake.Handler())
 	defer srv.Close()
-	run := func(id int64) (string, int, error) {
+	runKey := func(id int64, key string) (string, int, error) {
 		var logs bytes.Buffer
 		slept := 0
 		c := &clock{time.Unix(1e9, 0)}
 		retry := backoff.RetryConfig{Now: c.now, Sleep: func(_ context.Context, d time.Duration) error { slept++; c.t = c.t.Add(d); return nil },
 			MaxElapsed: 10 * time.Minute}
-		v := Vast{BaseURL: srv.URL, InstanceID: strconv.FormatInt(id, 10), Key: secret.New(fake.InstanceKey(id))}
+		v := Vast{BaseURL: srv.URL, InstanceID: strconv.FormatInt(id, 10), Key: secret.New(key)}
 		err := Run(context.Background(), v, WhyUnheard, time.Minute, retry, slog.New(slog.NewTextHandler(&logs, nil)))
 		return logs.String(), slept, err
 	}
+	run := func(id int64) (string, int, error) { return runKey(id, fake.InstanceKey(id)) }
 
 	gone := rentOn(t, srv.URL, 5001)
 	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/api/v0/instances/"+strconv.FormatInt(gone, 10)+"/", strings.NewReader("{}"))
@@ -79,6 +81,13 @@ func TestVastEndAgainstFakevast(t *testing.T) {
 		if !strings.Contains(logs, "refused this instance's CONTAINER_API_KEY") || !strings.Contains(logs, "the head ends it when it is back") || strings.Contains(logs, key) {
 			t.Errorf("key refused %d: the log does not say so (or holds the key):\n%s", status, logs)
 		}
+	}
+
+	// A key that is not the instance's: vast answers 404 auth_error.
+	wrong := rentOn(t, srv.URL, 5005)
+	if logs, slept, err := runKey(wrong, "not-"+fake.InstanceKey(wrong)); !errors.Is(err, ErrKeyRefused) || slept != 0 ||
+		!strings.Contains(logs, "the head ends it when it is back") {
+		t.Errorf("wrong key (404 auth_error): %v after %d retries; want ErrKeyRefused at once, logged:\n%s", err, slept, logs)
 	}
 
 	ok := rentOn(t, srv.URL, 5004)

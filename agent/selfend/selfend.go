@@ -108,15 +108,17 @@ func (v Vast) String() string { return "vast destroy of instance " + v.InstanceI
 // earlier try), which is what ending it wanted.
 var ErrAlreadyGone = errors.New("the instance is already destroyed")
 
-// ErrKeyRefused: vast refused CONTAINER_API_KEY (401 or 403): no retry
+// ErrKeyRefused: vast refused CONTAINER_API_KEY (401, 403, or 404 with
+// an auth_error body, vast's answer to a wrong or revoked key): no retry
 // can end the instance; the head ends it when it is back.
 var ErrKeyRefused = errors.New("vast refused this instance's CONTAINER_API_KEY")
 
 // End asks vast once. A 404 not_found/no_such_instance is ErrAlreadyGone
-// and a 401 or 403 ErrKeyRefused, neither retried; every other failure is
-// transient (backoff.Retry retries it): a refused destroy (200 success
-// false), 429, 5xx, another 404 (vast answers a wrong key 404
-// auth_error), the network.
+// and a 401, 403 or 404 auth_error ErrKeyRefused, neither retried (a key
+// vast refused does not become good: retrying it only kept the node up,
+// billing, for the retry's ten minutes); every other failure is transient
+// (backoff.Retry retries it): a refused destroy (200 success false), 429,
+// 5xx, a 404 of another word, the network.
 func (v Vast) End(ctx context.Context) error {
 	base := v.BaseURL
 	if base == "" {
@@ -149,7 +151,8 @@ func (v Vast) End(ctx context.Context) error {
 		return nil
 	case resp.StatusCode == http.StatusNotFound && (body.Error == "not_found" || body.Error == "no_such_instance"):
 		return fmt.Errorf("vast destroy: %w (404 %s)", ErrAlreadyGone, body.Error)
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
+		resp.StatusCode == http.StatusNotFound && body.Error == "auth_error":
 		return fmt.Errorf("vast destroy: %w (status %d %s %s)", ErrKeyRefused, resp.StatusCode, body.Error, body.Msg)
 	}
 	return backoff.Transient("vast destroy", fmt.Errorf("status %d %s %s", resp.StatusCode, body.Error, body.Msg))

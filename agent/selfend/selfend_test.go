@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -147,19 +148,36 @@ func TestVastDestroyRetriedWithOwnKey(t *testing.T) {
 	}
 }
 
-// TestVastDestroyGivesUp: a key vast refuses (404 auth_error, as vast
-// answers a wrong key) is retried until MaxElapsed, then Run says so.
+// TestVastDestroyGivesUp: a destroy vast keeps failing (503) is retried
+// until MaxElapsed, then Run says so; a key vast refuses with 404
+// auth_error (its answer to a wrong key) is ErrKeyRefused at the first
+// answer, not retried.
 func TestVastDestroyGivesUp(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(404)
-		_, _ = w.Write([]byte(`{"success":false,"error":"auth_error","msg":"Invalid or missing API key"}`))
-	}))
-	defer srv.Close()
-	c := &clock{time.Unix(1e9, 0)}
-	retry := backoff.RetryConfig{Now: c.now, Sleep: func(_ context.Context, d time.Duration) error { c.t = c.t.Add(d); return nil },
-		Policy: backoff.Policy{Base: time.Second, Max: time.Minute}, MaxElapsed: 10 * time.Minute}
-	err := Run(context.Background(), Vast{BaseURL: srv.URL, InstanceID: "1", Key: secret.New("k")}, WhyUnknownNode, 0, retry, nil)
-	if err == nil || !strings.Contains(err.Error(), "auth_error") {
-		t.Errorf("Run: %v, want giving up with auth_error", err)
+	for _, tc := range []struct {
+		status      int
+		word        string
+		wantRefused bool
+	}{{503, "unavailable", false}, {404, "auth_error", true}} {
+		calls := 0
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls++
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte(`{"success":false,"error":"` + tc.word + `","msg":"no"}`))
+		}))
+		c := &clock{time.Unix(1e9, 0)}
+		retry := backoff.RetryConfig{Now: c.now, Sleep: func(_ context.Context, d time.Duration) error { c.t = c.t.Add(d); return nil },
+			Policy: backoff.Policy{Base: time.Second, Max: time.Minute}, MaxElapsed: 10 * time.Minute}
+		err := Run(context.Background(), Vast{BaseURL: srv.URL, InstanceID: "1", Key: secret.New("k")}, WhyUnknownNode, 0, retry, nil)
+		srv.Close()
+		switch {
+		case err == nil || !strings.Contains(err.Error(), tc.word):
+			t.Errorf("%d %s: Run: %v, want giving up naming %s", tc.status, tc.word, err, tc.word)
+		case errors.Is(err, ErrKeyRefused) != tc.wantRefused:
+			t.Errorf("%d %s: Run: %v, want ErrKeyRefused %v", tc.status, tc.word, err, tc.wantRefused)
+		case tc.wantRefused && calls != 1:
+			t.Errorf("%d %s: asked vast %d times, want once (a refused key is not retried)", tc.status, tc.word, calls)
+		case !tc.wantRefused && calls < 5:
+			t.Errorf("%d %s: asked vast %d times in ten minutes, want it retried", tc.status, tc.word, calls)
+		}
 	}
 }
