@@ -103,6 +103,8 @@ func gcsFaultTolerance(t *testing.T, version string) {
 		t.Logf("the task ran from %.1f s to %.1f s around the kill; its result fetched: %+v", s1.Task.Start-kill, s1.Task.End-kill, s1.Task)
 	}
 
+	checkPlacementGroup(t, s0, s1)
+
 	st, _, _ := rayhead.ReadStatus(c.state)
 	if st.Restarts <= before.Restarts || st.ID != before.ID {
 		t.Errorf("the Ray head: restarts %d → %d, ID %s → %s; want one restart more and the same ID (the same cluster)", before.Restarts, st.Restarts, before.ID, st.ID)
@@ -115,6 +117,26 @@ func gcsFaultTolerance(t *testing.T, version string) {
 
 	if wantStore == rayhead.StoreRedis {
 		checkRedisPassword(t, c, s1.Env)
+	}
+}
+
+// checkPlacementGroup: the placement group made before the kill is the
+// same one after it (same ID, CREATED), its bundles on the same two
+// distinct nodes, and a task in each bundle ran on its bundle's node.
+func checkPlacementGroup(t *testing.T, s0, s1 ftState) {
+	t.Helper()
+	b, a := s0.PG, s1.PG
+	switch {
+	case len(b.Nodes) != 2 || b.Nodes[0] == b.Nodes[1]:
+		t.Errorf("the placement group before the kill: bundles on %v, want two distinct nodes", b.Nodes)
+	case a.ID != b.ID || a.State != "CREATED":
+		t.Errorf("the placement group after the kill: %s %s, want %s CREATED (the same one)", a.ID, a.State, b.ID)
+	case strings.Join(a.Nodes, ",") != strings.Join(b.Nodes, ","):
+		t.Errorf("the placement group's bundles moved: %v before the kill, %v after", b.Nodes, a.Nodes)
+	case strings.Join(a.Ran, ",") != strings.Join(a.Nodes, ","):
+		t.Errorf("tasks in the placement group's bundles ran on %v, want its bundles' nodes %v", a.Ran, a.Nodes)
+	default:
+		t.Logf("the placement group %s survived the kill: bundles on %v, a task ran in each", a.ID, a.Nodes)
 	}
 }
 
@@ -145,16 +167,26 @@ type ftState struct {
 		Start float64 `json:"start"`
 		End   float64 `json:"end"`
 	} `json:"task"`
+	// PG is the detached placement group with a bundle on each node.
+	PG struct {
+		ID    string   `json:"id"`
+		State string   `json:"state"`
+		Nodes []string `json:"nodes"` // its bundles' nodes, sorted
+		Ran   []string `json:"ran"`   // where a task in each bundle ran (check), sorted
+	} `json:"pg"`
 }
 
 // ftScript: "setup" makes the detached actor on the first node, counts to
 // 3, starts the long task on the second node through the actor and waits
-// until that task runs; "check" finds the actor by name, counts once more
-// and fetches the task's result through it.
+// until that task runs, and makes a detached placement group with a
+// bundle on each node; "check" finds the actor by name, counts once more
+// and fetches the task's result through it, and finds the placement group
+// by name and runs a task in each of its bundles.
 const ftScript = `
 import json, os, sys, time
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+from ray.util.placement_group import placement_group, placement_group_table
 
 mode, ips, task_s = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3])
 deadline = time.time() + 120
@@ -200,6 +232,18 @@ class Keeper:
     def result(self):
         return ray.get(self.ref, timeout=120)
 
+@ray.remote(num_cpus=0.1)
+def where():
+    return ray.get_runtime_context().get_node_id()
+
+def pg_state(pg, run):
+    tab = placement_group_table(pg)
+    st = {"id": pg.id.hex(), "state": tab["state"], "nodes": sorted(tab["bundles_to_node_id"].values())}
+    if run:
+        st["ran"] = sorted(ray.get([where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)).remote()
+            for i in range(2)], timeout=120))
+    return st
+
 if mode == "setup":
     k = Keeper.options(name="keeper", lifetime="detached",
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_of(ips[0]), soft=False)).remote()
@@ -209,11 +253,17 @@ if mode == "setup":
     while not ray.get(k.began_yet.remote()):
         time.sleep(0.1)
     out = ray.get(k.state.remote())
+    pg = placement_group([{"CPU": 0.1}, {"CPU": 0.1}], strategy="STRICT_SPREAD", name="rv-ft-pg", lifetime="detached")
+    ray.get(pg.ready(), timeout=120)
+    out["pg"] = pg_state(pg, False)
 else:
     k = ray.get_actor("keeper")
     ray.get(k.add.remote())
     out = ray.get(k.state.remote())
     out["task"] = ray.get(k.result.remote())
+    pg = ray.util.get_placement_group("rv-ft-pg")
+    ray.get(pg.ready(), timeout=120)
+    out["pg"] = pg_state(pg, True)
 print("FT-STATE " + json.dumps(out), flush=True)
 `
 
