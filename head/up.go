@@ -40,7 +40,7 @@ and the Ray head; rentals stay until "head down --config FILE" unless
 
 type upFlags struct {
 	serve                        serveFlags
-	ip, python                   string
+	ip, python, gcsStore         string
 	noRayHead, downOnExit, quiet bool
 }
 
@@ -62,6 +62,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.listenB, "listen-b", "", "port B address (default: HEAD_IP:8444)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "level of the head's log (STATE/head.log; warnings also on stderr)")
 	fs.StringVar(&f.firewall, "firewall", "auto", "nftables guard of ports A and B and of every port the Ray head listens on: on, off, or auto (on with the vast provider, and with none unless the config's provider.private_network)")
+	fs.StringVar(&u.gcsStore, "gcs-store", "on", "the Ray head's GCS store in the state dir (RocksDB on Ray 2.60+, a Redis head up runs before): on, so a GCS that dies comes back with the cluster's actors, tasks and placement groups; or off (Ray's default: in memory only, a GCS that dies ends them all)")
 	fs.BoolVar(&u.quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), upUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +73,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if f.config == "" || fs.NArg() > 0 {
 		fs.Usage()
+		return 2
+	}
+	if u.gcsStore != "on" && u.gcsStore != "off" {
+		fmt.Fprintf(stderr, "head up: --gcs-store %q: want on or off\n", u.gcsStore)
 		return 2
 	}
 	cfg, err := config.Load(f.config)
@@ -254,7 +259,8 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) server.Hooks {
 				}
 			}
 			run, err := rayhead.StartCluster(rayhead.ClusterConfig{State: r.st, Config: r.cfg, Python: r.u.python,
-				Autoscaler: as.Config, PluginDir: as.PluginDir, OnFailing: r.rayFailing, RayVersion: r.cfg.Ray.Version, Log: r.log})
+				Autoscaler: as.Config, PluginDir: as.PluginDir, OnFailing: r.rayFailing, RayVersion: r.cfg.Ray.Version,
+				NoStore: r.u.gcsStore == "off", Log: r.log})
 			if err != nil {
 				return err
 			}
@@ -262,7 +268,11 @@ func (r *upRun) hooks(ctx, rayCtx context.Context) server.Hooks {
 			r.rayDone = make(chan struct{})
 			go func() { defer close(r.rayDone); run.Wait(rayCtx) }()
 			r.p.Step("Ray head: starting at %s (log %s)", r.cfg.Ray.HeadAddress, r.st.Path("ray-head.log"))
-			r.p.Step("Ray head: the GCS keeps the cluster in %s: a GCS that dies comes back with it", run.Status().Store)
+			if r.u.gcsStore == "off" {
+				r.p.Step("Ray head: GCS store off (--gcs-store off): a GCS that dies ends every actor, task and placement group, and the nodes restart their Ray")
+			} else {
+				r.p.Step("Ray head: the GCS keeps the cluster in %s: a GCS that dies comes back with it", run.Status().Store)
+			}
 			go r.announceRayHead(rayCtx, run)
 			if !r.firewallOn() {
 				go r.p.PublicRayPorts(rayCtx, r.st.Dir, 5*time.Second, time.Minute)

@@ -33,7 +33,9 @@ type ClusterConfig struct {
 	RayVersion string
 	// RedisServer is redis-server for Ray before RocksDBFrom ("" RedisServer).
 	RedisServer string
-	Log         *slog.Logger
+	// NoStore runs the GCS without a store (OffStore): head up --gcs-store off.
+	NoStore bool
+	Log     *slog.Logger
 }
 
 // StartCluster writes (once) the Ray head's TLS and token files into
@@ -77,11 +79,14 @@ func StartCluster(c ClusterConfig) (*Run, error) {
 	}
 	// The GCS keeps the cluster in a store under the state dir, so a GCS
 	// that dies comes back with it (store.go).
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	store, err := OpenStore(ctx, StoreConfig{StateDir: st.Dir, RayVersion: version, RedisServer: c.RedisServer, Log: c.Log})
-	cancel()
-	if err != nil {
-		return nil, err
+	store := OffStore()
+	if !c.NoStore {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		store, err = OpenStore(ctx, StoreConfig{StateDir: st.Dir, RayVersion: version, RedisServer: c.RedisServer, Log: c.Log})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	c.Log.Info("ray head: GCS store", "store", store.Describe())
 	// Each run's ports are chosen free when it starts (Relaunch).

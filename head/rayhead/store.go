@@ -43,7 +43,21 @@ const StoreDir = "gcs-store"
 const (
 	StoreRocksDB = "rocksdb"
 	StoreRedis   = "redis"
+	// StoreOff: head up --gcs-store off. The GCS keeps the cluster in
+	// memory only, as Ray does by default: a GCS that dies is a new
+	// cluster (a new Ray head ID at each start, so the nodes' agents
+	// restart their Ray toward it) and takes every actor, task and
+	// placement group with it. For a user who wants no store on the
+	// head's machine (no disk writes, no Redis) and accepts that.
+	StoreOff = "off"
 )
+
+// OffStore is the store head up --gcs-store off uses: none. Its ID is ""
+// (Config.ID: a new ID at each start) and it adds nothing to Ray's env or
+// argv.
+func OffStore() *Store {
+	return &Store{Kind: StoreOff}
+}
 
 // RocksDBFrom is the first Ray whose GCS has its own RocksDB storage.
 const RocksDBFrom = "2.60"
@@ -105,6 +119,9 @@ func (s *Store) Password() secret.String { return s.password }
 
 // Describe is the store for people: kind and dir.
 func (s *Store) Describe() string {
+	if s.Kind == StoreOff {
+		return StoreOff
+	}
 	if s.Kind == StoreRedis && s.redis != nil {
 		return fmt.Sprintf("%s at %s (data %s)", s.Kind, s.redis.addr, s.Path)
 	}

@@ -256,6 +256,14 @@ if mode == "setup":
     pg = placement_group([{"CPU": 0.1}, {"CPU": 0.1}], strategy="STRICT_SPREAD", name="rv-ft-pg", lifetime="detached")
     ray.get(pg.ready(), timeout=120)
     out["pg"] = pg_state(pg, False)
+elif mode == "lost":
+    out = {}
+    for what, get in (("actor", lambda: ray.get_actor("keeper")), ("pg", lambda: ray.util.get_placement_group("rv-ft-pg"))):
+        try:
+            get()
+            out[what] = True
+        except ValueError:
+            out[what] = False
 else:
     k = ray.get_actor("keeper")
     ray.get(k.add.remote())
