@@ -15,15 +15,18 @@ import (
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-// TestDrainNewest (issue 43, planned ends become drains), with real Ray
-// 2.60: a task runs on the one node, pinned there, when `head down` ends
+// TestDrainNewest and TestDrainOldest (issue 43, planned ends become
+// drains), with real Ray: a task runs on the one node, pinned there, when `head down` ends
 // the cluster. The head drains the node in Ray first (reason preemption),
 // keeps its rental while the task runs, and ends the node only once Ray
 // shows it drained: the task finishes and its result reaches the driver,
 // Ray's drain came after the task started and the node's end after the
 // task finished, and the end was not forced by the deadline.
-func TestDrainNewest(t *testing.T) {
-	c := startRayCluster(t, rvtest.RayNewest, 1)
+func TestDrainNewest(t *testing.T) { drainBeforeEnd(t, rvtest.RayNewest) }
+func TestDrainOldest(t *testing.T) { drainBeforeEnd(t, rvtest.RayOldest) }
+
+func drainBeforeEnd(t *testing.T, version string) {
+	c := startRayCluster(t, version, 1)
 	node := c.waitRunning(1, 5*time.Minute)[0]
 
 	script := filepath.Join(t.TempDir(), "drain.py")
