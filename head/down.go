@@ -7,17 +7,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/rayhead"
+	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/server"
 	"github.com/rayvast/rayvast/head/statedir"
 	"github.com/rayvast/rayvast/head/teardown"
 	"github.com/rayvast/rayvast/internal/wire"
 )
 
-type downFlags struct{ state, config, provider string }
+type downFlags struct {
+	state, config, provider string
+	noDrain                 bool
+}
 
 // downTarget is the cluster `head down` ends: its state dir, its name
 // (the rentals' label) and the provider that rented them.
@@ -29,6 +35,9 @@ type downTarget struct {
 	// head is the running head; nil: the one on the state dir's admin
 	// socket, if any (head up's --down-on-exit passes its own, in-process).
 	head teardown.Cluster
+	// noDrain: end enrolled nodes at once, not after the head's loop
+	// drained them in Ray (--no-drain).
+	noDrain bool
 }
 
 // runDown ends the cluster: every candidate through the running head, every
@@ -44,7 +53,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "head down: %v\n", err)
 		return 1
 	}
-	t := downTarget{st: st, cluster: st.Cluster, kind: f.provider}
+	t := downTarget{st: st, cluster: st.Cluster, kind: f.provider, noDrain: f.noDrain}
 	if f.config != "" {
 		cfg, err := config.Load(f.config)
 		if err != nil {
@@ -71,11 +80,14 @@ func parseDownFlags(args []string, stderr io.Writer) (f downFlags, code int, ok 
 	fs.StringVar(&f.state, "state", "", "state dir of the head")
 	fs.StringVar(&f.config, "config", "", "config file (for the cluster name; optional)")
 	fs.StringVar(&f.provider, "provider", "", "the head's built-in provider: none, docker or vast (default: the config's provider.kind, else none)")
+	fs.BoolVar(&f.noDrain, "no-drain", false, "end enrolled nodes at once, without waiting for the head to drain them in Ray first")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: head down --state DIR|--config FILE [--provider none|docker|vast]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: head down --state DIR|--config FILE [--provider none|docker|vast] [--no-drain]\n\n"+
 			"Ends the cluster: every candidate through the running head (which then rents\n"+
 			"nothing more until it restarts), every rental the provider still lists by\n"+
-			"label, and the nftables table of a stopped head.\n\n")
+			"label, and the nftables table of a stopped head. With a built-in provider and\n"+
+			"head up's Ray head running, enrolled nodes are first drained in Ray by the\n"+
+			"head (reason preemption, up to its drain deadline) unless --no-drain.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -104,7 +116,7 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 		return err
 	}
 	defer closeRentals()
-	rep, err := teardown.Down(ctx, teardown.Config{StateDir: t.st.Dir, Cluster: t.head, Log: log, Rentals: rentals,
+	rep, err := teardown.Down(ctx, teardown.Config{StateDir: t.st.Dir, Cluster: t.head, Log: log, Rentals: rentals, DrainWait: t.drainWait(rentals != nil),
 		Firewall: closerFunc(func() error { return firewall.Remove(ctx, firewall.TableFor(t.st.AppID), nil) })})
 	fmt.Fprintf(stdout, "head running: %v; candidates ended: %d; instances destroyed: %d\n", rep.HeadRunning, len(rep.Ended), len(rep.Destroyed))
 	if err != nil {
@@ -119,3 +131,17 @@ func down(ctx context.Context, t downTarget, stdout io.Writer, log *slog.Logger)
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// drainWait is how long head down leaves enrolled nodes to the running
+// head's loop to drain in Ray: its drain deadline and a tick or two, when
+// the head has a loop (a built-in provider: rentals) and runs a Ray head
+// in the state dir; 0 otherwise or with --no-drain.
+func (t downTarget) drainWait(builtIn bool) time.Duration {
+	if t.noDrain || !builtIn {
+		return 0
+	}
+	if st, ok, err := rayhead.ReadStatus(t.st.Dir); err != nil || !ok || st.State != rayhead.Running {
+		return 0
+	}
+	return reconcile.DefaultDrainDeadline + 20*time.Second
+}

@@ -17,6 +17,9 @@ import (
 // and token files, and its shim.
 const FilesDir = "ray-head"
 
+// FilesIn names the four files in dir (STATE/ray-head for head up's).
+func FilesIn(dir string) Files { return filesIn(dir) }
+
 // filesIn names the four files in dir.
 func filesIn(dir string) Files {
 	return Files{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "ray-head.crt"),

@@ -12,7 +12,7 @@ import (
 // stopped then). An enrolled node whose contract ends within
 // Config.ReplaceBefore gets a replacement candidate of its type, rented
 // first and not counted toward the node type's size while in flight; once
-// it enrolled, the node is ended (contract_end). A replacement that fails
+// it enrolled, the node is drained in Ray and ended (contract_end). A replacement that fails
 // is retried on a later tick; a node that reaches its end date first is
 // stopped by vast and ended then (contract_ended), the replacement kept.
 
@@ -44,7 +44,9 @@ func (p *pass) replaceExpiring(n string, cands []wire.Candidate) {
 		rep, ok := l.replacing[c.CandidateID]
 		switch {
 		case ok && p.live[rep].State == wire.StateEnrolled:
-			p.end(c, ReasonContractEnd)
+			if !p.endPlanned(c, ReasonContractEnd) {
+				continue // draining in Ray first (drain.go)
+			}
 			delete(p.live, c.CandidateID)
 			t.enrolled--
 			delete(l.replacing, c.CandidateID)

@@ -155,8 +155,13 @@ type Config struct {
 	Pauses *Pauses
 	// DownFile, when it exists, means `head down`: end everything.
 	DownFile string
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Drainer, when set, drains an enrolled node in Ray before a planned
+	// end (`head down`, a contract's end) for up to DrainDeadline
+	// (default DefaultDrainDeadline); drain.go.
+	Drainer       Drainer
+	DrainDeadline time.Duration
+	Now           func() time.Time
+	Log           *slog.Logger
 }
 
 // Loop is the reconciler. Tick is not safe for concurrent use; Run calls it
@@ -172,8 +177,9 @@ type Loop struct {
 	// contracts.go: end dates by candidate (from the last sweep), and
 	// the replacements of nodes whose contract ends soon.
 	ends        map[string]time.Time
-	replacing   map[string]string // node's candidate → its replacement's
-	replacement map[string]bool   // candidates that replace such a node
+	replacing   map[string]string      // node's candidate → its replacement's
+	replacement map[string]bool        // candidates that replace such a node
+	drains      map[string]*drainState // drain.go: nodes drained before a planned end
 }
 
 // New returns a Loop.
@@ -201,6 +207,9 @@ func New(cfg Config) *Loop {
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = 30 * time.Second
 	}
+	if cfg.DrainDeadline <= 0 {
+		cfg.DrainDeadline = DefaultDrainDeadline
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -208,7 +217,7 @@ func New(cfg Config) *Loop {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Loop{cfg: cfg, spares: map[string]bool{}, paused: map[string]bool{}, started: cfg.Now(), replaced: map[string]bool{},
-		ends: map[string]time.Time{}, replacing: map[string]string{}, replacement: map[string]bool{}}
+		ends: map[string]time.Time{}, replacing: map[string]string{}, replacement: map[string]bool{}, drains: map[string]*drainState{}}
 }
 
 // Run ticks until ctx ends. A stale down marker of an earlier `head down` is

@@ -31,6 +31,10 @@ type ServeConfig struct {
 	// no replacement before a contract's end).
 	SweepEvery    time.Duration
 	ReplaceBefore time.Duration
+	// Drainer and DrainDeadline as in Config (nil: no drain before a
+	// planned end).
+	Drainer       Drainer
+	DrainDeadline time.Duration
 	Log           *slog.Logger
 }
 
@@ -42,7 +46,8 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 	}
 	c := Config{Cluster: InProcess(cfg.Admin), Rentals: cfg.Rentals, Blocklist: cfg.Blocklist, Status: cfg.Status, NodeTypes: cfg.NodeTypes,
 		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, MaxDPHTotal: cfg.MaxDPHTotal, RayScales: cfg.RayScales, Pauses: cfg.Pauses, Log: cfg.Log,
-		SweepEvery: cfg.SweepEvery, ReplaceBefore: cfg.ReplaceBefore, Firewall: cfg.Firewall}
+		SweepEvery: cfg.SweepEvery, ReplaceBefore: cfg.ReplaceBefore, Firewall: cfg.Firewall,
+		Drainer: cfg.Drainer, DrainDeadline: cfg.DrainDeadline}
 	loop := New(c)
 	loopCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -55,6 +55,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		p.forgetReplaced()
 	}
 	l.forgetReplacements(p.live)
+	l.forgetDrains(p.live)
 	p.destroyLeaks(rentals)
 	p.syncFirewall()
 	return p.res, errors.Join(p.errs...)
@@ -151,7 +152,9 @@ func (p *pass) tallyOne(c wire.Candidate, t *tally) {
 		}
 	case wire.StateEnrolled:
 		if p.down {
-			p.end(c, ReasonDown)
+			if !p.endPlanned(c, ReasonDown) {
+				p.live[c.CandidateID] = c // draining: rental kept, firewall open
+			}
 		} else {
 			t.enrolled++
 			p.live[c.CandidateID] = c
@@ -287,11 +290,13 @@ func (p *pass) create(n string, t *tally, want, deficit, spare int) {
 // destroyLeaks destroys a rental whose candidate is not live, or a second
 // rental of a live candidate whose instance is recorded (a create the
 // provider ran twice). A rental of a candidate not yet patched with its
-// instance ID (Rent just returned) is kept. Down: every rental.
+// instance ID (Rent just returned) is kept. Down: every rental but those
+// of nodes still draining (drain.go).
 func (p *pass) destroyLeaks(rentals []provider.Rental) {
 	for _, r := range rentals {
-		if c, ok := p.live[r.CandidateID]; ok && !p.down && (c.InstanceID == "" || c.InstanceID == r.InstanceID) {
-			continue
+		c, ok := p.live[r.CandidateID]
+		if ok && (!p.down || p.l.draining(c.CandidateID)) && (c.InstanceID == "" || c.InstanceID == r.InstanceID) {
+			continue // down: a node Ray is draining keeps its rental until it ends
 		}
 		if err := p.l.cfg.Rentals.Destroy(p.ctx, r.InstanceID); err != nil {
 			p.errs = append(p.errs, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rayvast/rayvast/head/blocklist"
 	"github.com/rayvast/rayvast/head/provider"
+	"github.com/rayvast/rayvast/head/raydrain"
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/head/rentals"
 	"github.com/rayvast/rayvast/head/statedir"
@@ -111,7 +112,10 @@ func Run(ctx context.Context, c Config) error {
 			Pauses:        pauses,
 			SweepEvery:    sweep,
 			ReplaceBefore: replaceBefore,
-			Log:           log.With("part", "reconcile")})
+			// Planned ends drain the node in the Ray head head up runs
+			// in this state dir (none: they end at once).
+			Drainer: raydrain.New(st.Dir),
+			Log:     log.With("part", "reconcile")})
 		if err != nil {
 			ls.close()
 			return err

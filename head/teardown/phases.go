@@ -3,6 +3,7 @@ package teardown
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rayvast/rayvast/head/reconcile"
 	"github.com/rayvast/rayvast/internal/ctxsleep"
@@ -28,6 +29,7 @@ func findHead(ctx context.Context, cfg Config) (cands []wire.Candidate, running 
 // none live, the head stops answering, or ctx ends. It returns the
 // candidates it ended, and an error when some stayed live for lack of time.
 func endThroughHead(ctx context.Context, cfg Config, cands []wire.Candidate) (ended []string, err error) {
+	drainUntil := time.Now().Add(cfg.DrainWait)
 	for {
 		liveLeft := 0
 		for _, c := range cands {
@@ -35,6 +37,9 @@ func endThroughHead(ctx context.Context, cfg Config, cands []wire.Candidate) (en
 				continue
 			}
 			liveLeft++
+			if c.State == wire.StateEnrolled && time.Now().Before(drainUntil) {
+				continue // the head's loop drains it in Ray first, then ends it
+			}
 			// Over the socket the head records the reason "deleted"; its
 			// own loop, seeing the down marker, ends the rest as "down".
 			if err := cfg.Cluster.End(ctx, c.CandidateID, reconcile.ReasonDown); err != nil {

@@ -36,9 +36,15 @@ type Config struct {
 	// head runs; a running head keeps its table (emptied: no live
 	// candidate) and removes it when it stops.
 	Firewall interface{ Close() error }
-	Timeout  time.Duration // default 5 min
-	Poll     time.Duration // default 2 s
-	Log      *slog.Logger
+	// DrainWait leaves the running head's enrolled nodes this long to its
+	// own loop, which drains them in Ray before it ends them (the down
+	// marker; reconcile's drain.go), before they are ended from here; 0:
+	// ended at once. Candidates not enrolled have no Ray to drain and are
+	// ended at once either way.
+	DrainWait time.Duration
+	Timeout   time.Duration // default 5 min
+	Poll      time.Duration // default 2 s
+	Log       *slog.Logger
 }
 
 // Report says what Down did.

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rayvast/rayvast/internal/rvtest"
+	"github.com/rayvast/rayvast/internal/wire"
+)
+
+// TestDrainNewest and TestDrainOldest (issue 43, planned ends become
+// drains), with real Ray: a task runs on the one node, pinned there, when `head down` ends
+// the cluster. The head drains the node in Ray first (reason preemption),
+// keeps its rental while the task runs, and ends the node only once Ray
+// shows it drained: the task finishes and its result reaches the driver,
+// Ray's drain came after the task started and the node's end after the
+// task finished, and the end was not forced by the deadline.
+func TestDrainNewest(t *testing.T) { drainBeforeEnd(t, rvtest.RayNewest) }
+func TestDrainOldest(t *testing.T) { drainBeforeEnd(t, rvtest.RayOldest) }
+
+func drainBeforeEnd(t *testing.T, version string) {
+	c := startRayCluster(t, version, 1)
+	node := c.waitRunning(1, 5*time.Minute)[0]
+
+	script := filepath.Join(t.TempDir(), "drain.py")
+	if err := os.WriteFile(script, []byte(drainScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	drv := exec.CommandContext(ctx, suite.head, "run", "--state", c.state, "--", "python", script, node.PublicIP, "25")
+	out, err := drv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv.Stderr = drv.Stdout
+	if err := drv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+	}()
+	var log []string
+	next := func(prefix string, limit time.Duration) string {
+		timer := time.After(limit)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the driver ended before %s:\n%s", prefix, strings.Join(log, "\n"))
+				}
+				log = append(log, l)
+				if rest, ok := strings.CutPrefix(l, prefix); ok {
+					return rest
+				}
+			case <-timer:
+				t.Fatalf("no %s from the driver in %s:\n%s", prefix, limit, strings.Join(log, "\n"))
+			}
+		}
+	}
+	next("TASK-STARTED", 3*time.Minute)
+	downAt := time.Now()
+	down, err := exec.CommandContext(ctx, suite.head, "down", "--config", c.cfgPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("head down: %v\n%s", err, down)
+	}
+	downTook := time.Since(downAt)
+	var res struct{ Start, End float64 }
+	if err := json.Unmarshal([]byte(next("TASK-DONE ", time.Minute)), &res); err != nil {
+		t.Fatalf("the task's result: %v\n%s", err, strings.Join(log, "\n"))
+	}
+	_ = drv.Wait()
+	cand, err := c.admin.Candidate(context.Background(), node.CandidateID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskEnd := time.Unix(0, int64(res.End*1e9))
+	t.Logf("task ran %.1f s to %.1f s after head down began; node ended (%s, %s) %.1f s after; head down took %s",
+		res.Start-float64(downAt.UnixNano())/1e9, taskEnd.Sub(downAt).Seconds(), cand.State, cand.Reason,
+		cand.UpdatedAt.Sub(downAt).Seconds(), downTook.Round(100*time.Millisecond))
+	if cand.State != wire.StateEnded || !cand.UpdatedAt.After(taskEnd) {
+		t.Errorf("the node's candidate: %s at %s; want ended after the task ended (%s)", cand.State, cand.UpdatedAt, taskEnd)
+	}
+	headLog := c.out.String()
+	if b, err := os.ReadFile(filepath.Join(c.state, "head.log")); err == nil {
+		headLog += string(b)
+	}
+	iDrain := strings.Index(headLog, "draining the node in Ray before its rental ends")
+	iDone := strings.Index(headLog, "Ray drained the node; ending it")
+	if iDrain < 0 || iDone < iDrain || strings.Contains(headLog, "drain's deadline passed") || strings.Contains(headLog, "Ray did not take the drain") {
+		t.Errorf("the head's log: drain asked at %d, drained at %d; want both, in that order, and no deadline end:\n%s", iDrain, iDone, lastLines(headLog, 40))
+	}
+}
+
+// drainScript starts a task pinned to the node at argv[1] that sleeps
+// argv[2] s, says when it runs, and prints its result once fetched.
+const drainScript = `
+import json, sys, time
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+ip, task_s = sys.argv[1], float(sys.argv[2])
+ray.init(logging_level="ERROR")
+node = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == ip and "node:__internal_head__" not in n["Resources"]][0]
+
+@ray.remote(num_cpus=0)
+class Flag:
+    def __init__(self):
+        self.up = False
+    def set(self):
+        self.up = True
+    def get(self):
+        return self.up
+
+@ray.remote(num_cpus=1)
+def work(s, flag):
+    ray.get(flag.set.remote())
+    t0 = time.time()
+    time.sleep(s)
+    return {"start": t0, "end": time.time()}
+
+head = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "node:__internal_head__" in n["Resources"]][0]
+flag = Flag.options(scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)).remote()
+ref = work.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(task_s, flag)
+while not ray.get(flag.get.remote()):
+    time.sleep(0.2)
+print("TASK-STARTED", flush=True)
+print("TASK-DONE " + json.dumps(ray.get(ref, timeout=300)), flush=True)
+`
