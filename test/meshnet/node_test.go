@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if id := os.Getenv(nodeEnv); id != "" {
 		os.Exit(runNode(id))
 	}
+	if os.Getenv(streamsEnv) != "" {
+		os.Exit(runStreamsPeer())
+	}
 	if os.Getenv(benchPeerEnv) != "" {
 		os.Exit(runBenchPeer())
 	}
