@@ -142,7 +142,9 @@ func median(v []float64) float64 {
 // each way at once, over one plain Go TLS 1.3 stream between the same two
 // namespaces), benchRuns of each interleaved in one run, each node's mesh,
 // ranks and bare end pinned to a CPU of its own; and both agents'
-// CPU-seconds per GiB the ranks sent, beside the bare processes'. The
+// CPU-seconds per GiB the ranks sent, beside the bare processes'; and, as
+// gloo's own floor, the same all_reduce between two ranks on one node
+// (one per core, no mesh on the path). The
 // target (≥ 0.85× the bare stream's throughput, ≤ 1.0 agent CPU-s/GiB) is
 // a ratio to the reference measured here, not an absolute time.
 // Run: go test -run '^$' -bench AllReduce -benchtime 1x ./test/meshnet
@@ -154,7 +156,7 @@ func BenchmarkAllReduceThroughMesh(b *testing.B) {
 	// Each rank sends 64 MiB per all_reduce (two ranks, ring), four of them
 	// (a warm-up and three timed): 512 MiB sent a run.
 	sentGiB := 2 * 4 * float64(benchBytes) / (1 << 30)
-	var bare, mesh, ratio, meshCPU, bareCPU []float64
+	var bare, mesh, ratio, meshCPU, bareCPU, local []float64
 	for i := range benchRuns {
 		runBare := func() {
 			s, cpu := bareStream(b, c, c.net.nodes[1].firstPort+20+i)
@@ -177,15 +179,28 @@ func BenchmarkAllReduceThroughMesh(b *testing.B) {
 		if i%2 == 1 {
 			runBare()
 		}
+		// gloo's own floor: both ranks on node 0, one per core, connected
+		// directly (no network, no TLS, no agent): what no carrier beats.
+		c.rankCPUs = []int{0, 1}
+		res = c.runRanks(b, lib, true, []int{0, 0}, "bench")
+		c.rankCPUs = nil
+		for _, r := range res {
+			if !r.OK {
+				b.Fatalf("local rank %d: %s\n%s", r.Rank, r.Exception, r.raw)
+			}
+		}
+		local = append(local, max(res[0].Seconds, res[1].Seconds))
 		ratio = append(ratio, bare[i]/mesh[i])
-		b.Logf("run %d: mesh %.3f s, bare %.3f s, ×%.2f; agents %.2f CPU-s/GiB, bare ends %.2f",
-			i+1, mesh[i], bare[i], ratio[i], meshCPU[i], bareCPU[i])
+		b.Logf("run %d: mesh %.3f s, bare %.3f s, ×%.2f; gloo on one node %.3f s; agents %.2f CPU-s/GiB, bare ends %.2f",
+			i+1, mesh[i], bare[i], ratio[i], local[i], meshCPU[i], bareCPU[i])
 	}
 	b.ReportMetric(median(mesh), "mesh-s")
 	b.ReportMetric(median(bare), "bare-tls-s")
 	b.ReportMetric(median(bare)/median(mesh), "throughput-ratio")
 	b.ReportMetric(median(ratio), "pair-ratio")
 	b.ReportMetric(float64(benchBytes)/median(mesh)/(1<<20), "mesh-MiB/s")
+	b.ReportMetric(median(local), "gloo-local-s")
+	b.ReportMetric(median(local)/median(mesh), "local-over-mesh")
 	b.ReportMetric(median(meshCPU), "agent-cpu-s/GiB")
 	b.ReportMetric(median(bareCPU), "bare-cpu-s/GiB")
 }

@@ -98,6 +98,9 @@ type cluster struct {
 	// shared 2-core machine each node gets a core of its own, as each
 	// rental has; unpinned, the nodes and ranks fight for both cores).
 	pin bool
+	// rankCPUs, when set, pins rank r to rankCPUs[r] instead (two ranks on
+	// one node, each on a core: the benchmark's gloo-only reference).
+	rankCPUs []int
 }
 
 // inNS is argv run in namespace ns, on CPU cpu alone when cpu >= 0
@@ -227,7 +230,11 @@ func (c *cluster) runRanks(t testing.TB, lib string, meshOn bool, nodes []int, m
 	done := make(chan int, len(nodes))
 	for r, ni := range nodes {
 		args := append([]string{"/usr/bin/python3", script, strconv.Itoa(r), strconv.Itoa(len(nodes)), addr, mode}, extra...)
-		cmd := inNS(c.net.nodes[ni].ns, c.cpuOf(ni), args...)
+		cpu := c.cpuOf(ni)
+		if c.rankCPUs != nil {
+			cpu = c.rankCPUs[r]
+		}
+		cmd := inNS(c.net.nodes[ni].ns, cpu, args...)
 		cmd.Env = c.rankEnv(ni, lib, meshOn)
 		go func(r int) {
 			out, err := cmd.CombinedOutput()
