@@ -8,8 +8,11 @@ import (
 )
 
 // copyBuf is the size of each direction's copy buffer: large enough that a
-// bulk all_reduce moves in few reads, small enough for many streams.
-const copyBuf = 256 << 10
+// bulk all_reduce moves in few reads, small enough for many streams. 128
+// KiB rather than 256: a busy stream's agent RSS fell from ~611 to ~407
+// KiB (BenchmarkMeshStreamMemory, issue 41's ≤ 600) with no difference in
+// BenchmarkAllReduceThroughMesh that the shared 2-core machine could show.
+const copyBuf = 128 << 10
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,9 @@ const nodeEnv = "RVMESHNET_NODE"
 func TestMain(m *testing.M) {
 	if id := os.Getenv(nodeEnv); id != "" {
 		os.Exit(runNode(id))
+	}
+	if os.Getenv(streamsEnv) != "" {
+		os.Exit(runStreamsPeer())
 	}
 	if os.Getenv(benchPeerEnv) != "" {
 		os.Exit(runBenchPeer())
@@ -90,6 +94,32 @@ type cluster struct {
 	logs     []*strings.Builder
 	store    int    // rendezvous ports used
 	timeoutS string // RANK_TIMEOUT_S for the next ranks ("" default)
+	// pin puts node i's mesh and ranks on CPU i (the benchmark: on a
+	// shared 2-core machine each node gets a core of its own, as each
+	// rental has; unpinned, the nodes and ranks fight for both cores).
+	pin bool
+	// rankCPUs, when set, pins rank r to rankCPUs[r] instead (two ranks on
+	// one node, each on a core: the benchmark's gloo-only reference).
+	rankCPUs []int
+}
+
+// inNS is argv run in namespace ns, on CPU cpu alone when cpu >= 0
+// (taskset execs, so the pid is argv's own process: its /proc stat is
+// the process measured).
+func inNS(ns string, cpu int, argv ...string) *exec.Cmd {
+	args := []string{"netns", "exec", ns}
+	if cpu >= 0 {
+		args = append(args, "taskset", "-c", strconv.Itoa(cpu%runtime.NumCPU()))
+	}
+	return exec.Command("ip", append(args, argv...)...)
+}
+
+// cpuOf is the CPU node i's processes are pinned to, or -1.
+func (c *cluster) cpuOf(i int) int {
+	if !c.pin {
+		return -1
+	}
+	return i
 }
 
 func ids(i int) string { return fmt.Sprintf("node%d", i) }
@@ -98,12 +128,19 @@ func ids(i int) string { return fmt.Sprintf("node%d", i) }
 // the meshes know (all when nil).
 func startCluster(t testing.TB, v *vastNet) *cluster {
 	t.Helper()
+	return startClusterPinned(t, v, false)
+}
+
+// startClusterPinned is startCluster with each node on its own CPU when
+// pin is set (cluster.pin).
+func startClusterPinned(t testing.TB, v *vastNet, pin bool) *cluster {
+	t.Helper()
 	dir := t.TempDir()
 	ca, _, err := pki.NewCA(nil, "meshnet", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{net: v, dir: dir, ca: ca}
+	c := &cluster{net: v, dir: dir, ca: ca, pin: pin}
 	var mm wire.MeshMembers
 	mm.Version = "1"
 	for i, n := range v.nodes[:2] {
@@ -124,7 +161,7 @@ func startCluster(t testing.TB, v *vastNet) *cluster {
 				t.Fatal(err)
 			}
 		}
-		cmd := exec.Command("ip", "netns", "exec", n.ns, os.Args[0])
+		cmd := inNS(n.ns, c.cpuOf(i), os.Args[0])
 		cmd.Env = append(os.Environ(), nodeEnv+"="+ids(i), "RVMESHNET_DIR="+dir,
 			"RVMESHNET_PORT="+strconv.Itoa(n.meshPort()), "RVMESHNET_LOCAL="+n.private)
 		stdin, _ := cmd.StdinPipe()
@@ -192,8 +229,12 @@ func (c *cluster) runRanks(t testing.TB, lib string, meshOn bool, nodes []int, m
 	res := make([]rank, len(nodes))
 	done := make(chan int, len(nodes))
 	for r, ni := range nodes {
-		args := append([]string{"netns", "exec", c.net.nodes[ni].ns, "/usr/bin/python3", script, strconv.Itoa(r), strconv.Itoa(len(nodes)), addr, mode}, extra...)
-		cmd := exec.Command("ip", args...)
+		args := append([]string{"/usr/bin/python3", script, strconv.Itoa(r), strconv.Itoa(len(nodes)), addr, mode}, extra...)
+		cpu := c.cpuOf(ni)
+		if c.rankCPUs != nil {
+			cpu = c.rankCPUs[r]
+		}
+		cmd := inNS(c.net.nodes[ni].ns, cpu, args...)
 		cmd.Env = c.rankEnv(ni, lib, meshOn)
 		go func(r int) {
 			out, err := cmd.CombinedOutput()
