@@ -98,9 +98,8 @@ func clusterEnv(state, address, python string) ([]string, error) {
 	if python == "" {
 		python = st.Python
 	}
-	dir := filepath.Join(state, "ray-head")
-	f := rayhead.Files{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "ray-head.crt"),
-		Key: filepath.Join(dir, "ray-head.key"), Token: filepath.Join(dir, "cluster_token")}
+	dir := filepath.Join(state, rayhead.FilesDir)
+	f := rayhead.FilesIn(dir)
 	for _, p := range []string{f.CA, f.Cert, f.Key, f.Token} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("the Ray head's files: %w (head up makes them; head ray-head-cert --out %s for a Ray head elsewhere)", err, dir)

@@ -18,10 +18,7 @@ import (
 const FilesDir = "ray-head"
 
 // FilesIn names the four files in dir (STATE/ray-head for head up's).
-func FilesIn(dir string) Files { return filesIn(dir) }
-
-// filesIn names the four files in dir.
-func filesIn(dir string) Files {
+func FilesIn(dir string) Files {
 	return Files{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "ray-head.crt"),
 		Key: filepath.Join(dir, "ray-head.key"), Token: filepath.Join(dir, "cluster_token")}
 }
@@ -48,7 +45,7 @@ func WriteFiles(st *statedir.State, ip netip.Addr, out string, now time.Time) (F
 	if err != nil {
 		return Files{}, err
 	}
-	f := filesIn(abs)
+	f := FilesIn(abs)
 	for _, w := range []struct {
 		path string
 		data []byte
@@ -80,7 +77,7 @@ func WriteFiles(st *statedir.State, ip netip.Addr, out string, now time.Time) (F
 // RenewBefore.
 func FilesOnce(st *statedir.State, now time.Time) (Files, error) {
 	dir := st.Path(FilesDir)
-	f := filesIn(dir)
+	f := FilesIn(dir)
 	have := 0
 	for _, p := range f.all() {
 		if _, err := os.Stat(p); err == nil {
