@@ -101,9 +101,51 @@ func TestRealRayNewest(t *testing.T) {
 // each node and moves an object between them behind vast's NAT.
 func TestRealRayOldest(t *testing.T) {
 	c := startRayCluster(t, rvtest.RayOldest, 2)
-	c.waitRunning(2, 4*time.Minute)
+	nodes := c.waitRunning(2, 4*time.Minute)
 	res, out := c.job(2, 2*time.Minute)
 	checkJob(t, res, out, 2, rvtest.RayOldest)
+	// After the job: Ray 2.52's dashboard agent closes loopback
+	// connections from its node's workers first, so its gRPC port (one of
+	// the 64) sits in TIME_WAIT while the agent still listens on it. That
+	// blocks no bind (the listener holds the port; binds under the shim
+	// take SO_REUSEADDR on the node's ports: TestNativeBindOverTimeWait).
+	// A free port of the 64 in TIME_WAIT would be one Ray's raylet could
+	// not hand a worker.
+	for _, n := range nodes {
+		tw := timeWaitPorts(t, n.InstanceID, n.GuestAPIPort)
+		held := listenedPorts(t, n.InstanceID)
+		var free []int
+		for _, p := range tw {
+			if !held[p] {
+				free = append(free, p)
+			}
+		}
+		if len(free) > 0 {
+			t.Errorf("node %s: free ports %v in TIME_WAIT after the job", n.InstanceID, free)
+		}
+		t.Logf("node %s after the job: %d TIME_WAIT entries on the node's ports, all on ports a listener holds (%v)", n.InstanceID, len(tw), tw)
+	}
+}
+
+// listenedPorts is the set of ports something listens on in the node's
+// container.
+func listenedPorts(t *testing.T, instanceID string) map[int]bool {
+	t.Helper()
+	held := map[int]bool{}
+	for pid, cmd := range procsOf(t, containerOf(t, instanceID)) {
+		if !strings.Contains(cmd, "agent") {
+			continue
+		}
+		socks, err := listenports.Namespace("/", pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ap := range socks {
+			held[int(ap.Port())] = true
+		}
+		break
+	}
+	return held
 }
 
 func checkJob(t *testing.T, res demo.JobResult, out string, nodes int, version string) {

@@ -170,9 +170,39 @@ static const struct sockaddr *rewrite(const struct sockaddr *sa, socklen_t len,
 	return (const struct sockaddr *)buf;
 }
 
+/*
+ * reuse_own: a TCP bind to one of the node's own ports (the 64 that vast
+ * forwards) gets SO_REUSEADDR first, so a connection on that port in TCP
+ * TIME_WAIT never fails the bind. Ray's raylet tests a worker port by
+ * binding it without SO_REUSEADDR, and Ray 2.52's dashboard agent closes
+ * loopback connections from the node's own workers first, which leaves
+ * its gRPC port (one of the 64) in TIME_WAIT for a minute (issue 41). A
+ * port some socket listens on still fails the bind (Linux refuses it with
+ * or without the option), so "in use" keeps its meaning.
+ */
+static void reuse_own(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	unsigned p;
+	int type = 0, on = 1;
+	socklen_t tl = sizeof type;
+	if (!active || sa == NULL)
+		return;
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
+		p = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	else if (sa->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+		p = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	else
+		return;
+	if (p == 0 || !is_own(p) || syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 ||
+	    type != SOCK_STREAM)
+		return;
+	syscall(SYS_setsockopt, fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+}
+
 EXPORT int bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_storage buf;
+	reuse_own(fd, sa, len);
 	return (int)syscall(SYS_bind, fd, rewrite(sa, len, &buf, 1), len);
 }
 

@@ -13,6 +13,8 @@
  * non-blocking listener, poll, accept4 into a buffer of the family's exact
  * size, EAGAIN taken as "wait again"). To each connection it writes
  * "hi <peer ip>:<port>\n" and closes it, and prints "<n> accepted <peer>".
+ * "bindnr" binds without SO_REUSEADDR (every other op sets it), as Ray's
+ * raylet tests whether a worker port is free.
  * "hold" waits until stdin closes. Per op it prints one line:
  *   <n> ok <local ip>:<port> <peer ip>:<port>   or   <n> err <errno>
  * and exits 1 after the first error. Sockets stay open until exit.
@@ -125,7 +127,8 @@ static int op(int n, const char *kind, const char *what, const char *ip, const c
 	int one = 1, rc;
 	if (fd < 0)
 		return printf("%d err %s\n", n, strerrorname_np(errno)), 1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (strcmp(what, "bindnr") != 0)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (nb && !srv) {
 		rc = connect(fd, (struct sockaddr *)&ss, len);
 		if (rc != 0 && errno == EINPROGRESS) {
