@@ -41,6 +41,7 @@ const DefaultDrainDeadline = 2 * time.Minute
 
 // drainState is one node being drained.
 type drainState struct {
+	instance string // told through Config.Drains
 	deadline time.Time
 	failed   bool // Ray did not take the drain: end at the deadline
 }
@@ -57,7 +58,7 @@ func (p *pass) endPlanned(c wire.Candidate, reason string) bool {
 	log := l.cfg.Log.With("candidate", c.CandidateID, "instance", c.InstanceID, "reason", reason)
 	d, ok := l.drains[c.CandidateID]
 	if !ok {
-		d = &drainState{deadline: p.now.Add(l.cfg.DrainDeadline)}
+		d = &drainState{instance: c.InstanceID, deadline: p.now.Add(l.cfg.DrainDeadline)}
 		// Never past the contract's own end: vast stops the rental then.
 		if e, ok := l.ends[c.CandidateID]; ok && e.After(p.now) && e.Before(d.deadline) {
 			d.deadline = e
@@ -75,6 +76,7 @@ func (p *pass) endPlanned(c wire.Candidate, reason string) bool {
 			log.Info("reconcile: draining the node in Ray before its rental ends", "deadline", d.deadline)
 		}
 		l.drains[c.CandidateID] = d
+		l.cfg.Drains.set(d.instance, d.deadline, true) // the node hears it in its next heartbeat answer
 		return false
 	}
 	switch {
@@ -98,8 +100,16 @@ func (p *pass) endPlanned(c wire.Candidate, reason string) bool {
 	if p.res.Ended[c.CandidateID] == "" {
 		return false // retried next pass; the drain is kept
 	}
-	delete(l.drains, c.CandidateID)
+	l.dropDrain(c.CandidateID)
 	return true
+}
+
+// dropDrain forgets candidate id's drain, for the loop and port B.
+func (l *Loop) dropDrain(id string) {
+	if d, ok := l.drains[id]; ok {
+		l.cfg.Drains.set(d.instance, time.Time{}, false)
+		delete(l.drains, id)
+	}
 }
 
 // draining reports whether candidate id is being drained.
@@ -110,7 +120,7 @@ func (l *Loop) draining(id string) bool { _, ok := l.drains[id]; return ok }
 func (l *Loop) forgetDrains(live map[string]wire.Candidate) {
 	for id := range l.drains {
 		if _, ok := live[id]; !ok {
-			delete(l.drains, id)
+			l.dropDrain(id)
 		}
 	}
 }
