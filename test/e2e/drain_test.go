@@ -25,7 +25,8 @@ import (
 // task finished, and the end was not forced by the deadline. The task on
 // the node sees its node among Ray's draining nodes with the deadline
 // (what Ray Train 2.60's get_preemption_info() polls), and the node's
-// agent, told of the drain, does not start Ray again once it exits.
+// agent, told of the drain, does not start Ray again once it exits: Ray
+// knows no other node at its IP afterwards.
 func TestDrainNewest(t *testing.T) { drainBeforeEnd(t, rvtest.RayNewest) }
 func TestDrainOldest(t *testing.T) { drainBeforeEnd(t, rvtest.RayOldest) }
 
@@ -102,7 +103,20 @@ func drainBeforeEnd(t *testing.T, version string) {
 	if err := json.Unmarshal([]byte(next("TASK-DONE ", time.Minute)), &res); err != nil {
 		t.Fatalf("the task's result: %v\n%s", err, strings.Join(log, "\n"))
 	}
+	var after []struct {
+		ID    string `json:"id"`
+		Alive bool   `json:"alive"`
+	}
+	if err := json.Unmarshal([]byte(next("NODES-AFTER ", time.Minute)), &after); err != nil {
+		t.Fatalf("the Ray nodes after: %v\n%s", err, strings.Join(log, "\n"))
+	}
 	_ = drv.Wait()
+	// No Ray came back on the node after its drain: Ray knows one node at
+	// its IP, the drained one, and it is dead.
+	t.Logf("Ray nodes at the node's IP 10 s after the task: %+v", after)
+	if len(after) != 1 || after[0].Alive {
+		t.Errorf("Ray nodes at the node's IP after the drain: %+v; want the drained one only, dead", after)
+	}
 	cand, err := c.admin.Candidate(context.Background(), node.CandidateID)
 	if err != nil {
 		t.Fatal(err)
@@ -205,4 +219,8 @@ while not ray.get(flag.get.remote()):
     time.sleep(0.2)
 print("TASK-STARTED", flush=True)
 print("TASK-DONE " + json.dumps(ray.get(ref, timeout=300)), flush=True)
+# Ten seconds on (the node's rental ends meanwhile), every Ray node Ray has
+# known at the node's IP: the drained one, and any Ray started there since.
+time.sleep(10)
+print("NODES-AFTER " + json.dumps([{"id": n["NodeID"], "alive": n["Alive"]} for n in ray.nodes() if n["NodeManagerAddress"] == ip]), flush=True)
 `
