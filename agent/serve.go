@@ -41,6 +41,11 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 	a.meshAddr = meshAddr
 	sup := supervise.New(supervise.Config{Log: a.log})
 	reports := raylife.NewReports(func(event, detail string) { a.report(hc, portB, b, event, detail) }, a.log)
+	// One channel asks the heartbeat loop for a beat now: the mesh's (a
+	// node it does not know yet) and Ray's (it exited: a drain?).
+	if a.meshKick == nil {
+		a.meshKick = make(chan chan struct{})
+	}
 	ray := raylife.New(raylife.Config{
 		Supervisor: sup,
 		Policy:     raylife.Policy(a.cfg.Restart),
@@ -49,6 +54,7 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 		},
 		Report:    reports.Add,
 		LastWords: a.rayLastWords,
+		Beat:      func(ctx context.Context) { beatNow(ctx, a.meshKick) },
 		Log:       a.log,
 	})
 
@@ -118,6 +124,8 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *raylife.Ray, reports *rayl
 			},
 			OnStop:    func() { a.log.Info("head asked to stop ray"); sup.Stop() },
 			OnRayHead: ray.RayHead,
+			OnDrain:   ray.Drain,
+			Kick:      a.meshKick,
 			OnBeat:    a.selfEndOnBeat(b, sup), // the head gone: end the rental (agent/selfend)
 			Final:     ray.Final(),             // one last beat carries Ray's exit code
 			Log:       a.log,
@@ -136,6 +144,21 @@ func (a *agent) watch(sup *supervise.Supervisor, ray *raylife.Ray, reports *rayl
 	}
 	cancel()
 	return code
+}
+
+// beatNow asks the heartbeat loop for a beat through kick and waits for
+// its answer, or for ctx to end.
+func beatNow(ctx context.Context, kick chan<- chan struct{}) {
+	done := make(chan struct{})
+	select {
+	case kick <- done:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // rayCommand builds Ray's exec.Cmd: argv and env from raylaunch, output

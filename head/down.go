@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rayvast/rayvast/head/adminclient"
 	"github.com/rayvast/rayvast/head/config"
 	"github.com/rayvast/rayvast/head/firewall"
 	"github.com/rayvast/rayvast/head/provider"
@@ -38,6 +39,11 @@ type downTarget struct {
 	// noDrain: end enrolled nodes at once, not after the head's loop
 	// drained them in Ray (--no-drain).
 	noDrain bool
+	// headKind is the running head's own provider kind, asked over its
+	// admin API when neither --config nor --provider names one ("" when
+	// no head answered): a built-in one means the head has a loop that
+	// drains.
+	headKind string
 }
 
 // runDown ends the cluster: every candidate through the running head, every
@@ -64,6 +70,9 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			t.cluster = cfg.Cluster
 		}
 		t.kind, t.pc = server.ProviderKind(f.provider, cfg), cfg.Provider
+	}
+	if f.config == "" && f.provider == "" {
+		t.headKind = headProviderKind(ctx, adminclient.Unix(st.Path(statedir.AdminSocket), 5*time.Second))
 	}
 	if err := down(ctx, t, stdout, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "head down: %v\n", err)
@@ -132,12 +141,27 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
+// headProviderKind is the running head's provider kind as its admin API
+// says it (GET /v1/provider), "" when no head answers.
+func headProviderKind(ctx context.Context, c *adminclient.Client) string {
+	ps, err := c.Provider(ctx)
+	if err != nil {
+		return ""
+	}
+	return ps.Kind
+}
+
+// builtinKind: a head with this provider kind rents itself, so its loop
+// drains at down.
+func builtinKind(kind string) bool { return kind == wire.ProviderDocker || kind == wire.ProviderVast }
+
 // drainWait is how long head down leaves enrolled nodes to the running
 // head's loop to drain in Ray: its drain deadline and a tick or two, when
-// the head has a loop (a built-in provider: rentals) and runs a Ray head
-// in the state dir; 0 otherwise or with --no-drain.
-func (t downTarget) drainWait(builtIn bool) time.Duration {
-	if t.noDrain || !builtIn {
+// the head has a loop (a built-in provider: rentals here, or the running
+// head's own kind with --state alone) and runs a Ray head in the state
+// dir; 0 otherwise or with --no-drain.
+func (t downTarget) drainWait(rentalsHere bool) time.Duration {
+	if t.noDrain || !rentalsHere && !builtinKind(t.headKind) {
 		return 0
 	}
 	if st, ok, err := rayhead.ReadStatus(t.st.Dir); err != nil || !ok || st.State != rayhead.Running {

@@ -44,6 +44,9 @@ type Config struct {
 	// OnRayHead, optional, hears the Ray head each answer names ("" none);
 	// soon asks for the next heartbeat within SoonInterval.
 	OnRayHead func(id string) (soon bool)
+	// OnDrain, optional, hears on each answer whether the head drains
+	// this node before a planned end (nil: it does not).
+	OnDrain func(*wire.DrainNotice)
 	// Mesh, optional, is the node's mesh: each heartbeat names the
 	// membership version it holds, and a reply's new membership goes to it.
 	Mesh Mesh
@@ -195,7 +198,8 @@ func clamp(d time.Duration) time.Duration {
 	return min(max(d, MinInterval), MaxInterval)
 }
 
-// Send posts one heartbeat and decodes the reply strictly.
+// Send posts one heartbeat and decodes the reply (its unknown fields
+// ignored: the head is trusted and a later one may add some).
 func Send(ctx context.Context, hc *http.Client, baseURL string, hb wire.Heartbeat) (wire.HeartbeatReply, error) {
 	var reply wire.HeartbeatReply
 	resp, err := post(ctx, hc, baseURL+"/heartbeat", hb)
@@ -206,7 +210,8 @@ func Send(ctx context.Context, hc *http.Client, baseURL string, hb wire.Heartbea
 	if resp.StatusCode != http.StatusOK {
 		return reply, statusError("heartbeat", resp)
 	}
-	if err := wire.Decode(resp.Body, wire.MaxBody, &reply); err != nil {
+	// Fields a later head added are skipped (protocol history 29).
+	if err := wire.DecodeTolerant(resp.Body, wire.MaxBody, &reply); err != nil {
 		return reply, fmt.Errorf("heartbeat reply: %w", err)
 	}
 	return reply, nil

@@ -28,6 +28,7 @@ type fakePortB struct {
 	peers  []string // instance IDs of the client certs
 	report []wire.Report
 	answer func(seq int64) (int, wire.HeartbeatReply)
+	raw    func(seq int64) string // when set, the 200 body itself (a later head's fields)
 }
 
 func (f *fakePortB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +44,11 @@ func (f *fakePortB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.beats = append(f.beats, hb)
+		if f.raw != nil {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(f.raw(hb.Seq)))
+			return
+		}
 		code, reply := f.answer(hb.Seq)
 		w.WriteHeader(code)
 		if code == 200 {
@@ -314,6 +320,52 @@ func TestRunTellsRayHead(t *testing.T) {
 		soon := i == 2
 		if soon != (w <= 1100*time.Millisecond) || w < 900*time.Millisecond {
 			t.Errorf("wait %d = %v (soon asked: %v), want 1 s ±10%% when asked, else 5 s ±10%%", i, w, soon)
+		}
+	}
+}
+
+// TestRunTellsDrain proves each answer's drain notice reaches OnDrain (nil
+// when the answer names none), read from a reply that also carries a
+// field this agent does not know (a later head's): the beat counts as
+// answered, not failed.
+func TestRunTellsDrain(t *testing.T) {
+	bodies := map[int64]string{
+		1: `{"interval_s":5,"action":"none","from_a_later_head":true}`,
+		2: `{"interval_s":5,"action":"none","drain":{"deadline":"2026-12-07T15:02:00Z"},"from_a_later_head":[1]}`,
+		3: `{"interval_s":5,"action":"none"}`,
+	}
+	f := &fakePortB{raw: func(seq int64) string { return bodies[seq] }}
+	hc, url := setup(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []string
+	var errs []error
+	beats := 0
+	_ = Run(ctx, Config{
+		Client: hc, BaseURL: url, InstanceID: "inst-1", Interval: 5 * time.Second,
+		Status: func() wire.RayStatus { return wire.RayStatus{State: wire.RayRunning} },
+		OnDrain: func(d *wire.DrainNotice) {
+			if d == nil {
+				got = append(got, "-")
+			} else {
+				got = append(got, d.Deadline.UTC().Format(time.TimeOnly))
+			}
+		},
+		OnBeat: func(_ wire.Heartbeat, err error) { errs = append(errs, err) },
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			if beats++; beats == 3 {
+				cancel()
+				return ctx.Err()
+			}
+			return nil
+		},
+	})
+	if want := "-,15:02:00,-"; strings.Join(got, ",") != want {
+		t.Errorf("OnDrain got %q, want %q", strings.Join(got, ","), want)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("beat %d failed: %v (an unknown field must be skipped)", i+1, err)
 		}
 	}
 }

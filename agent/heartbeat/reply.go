@@ -42,6 +42,9 @@ func (l *loop) answered(hb wire.Heartbeat, reply wire.HeartbeatReply, wait time.
 	if l.onRayHead(reply.RayHead) {
 		wait = min(wait, backoff.Jitter(SoonInterval, Jitter, l.cfg.Rand))
 	}
+	if l.cfg.OnDrain != nil {
+		l.cfg.OnDrain(reply.Drain)
+	}
 	l.onMesh(reply.Mesh)
 	l.onAction(reply.Action, hb.Seq)
 	return wait

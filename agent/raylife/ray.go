@@ -4,10 +4,13 @@
 // crash loop. Its status feeds heartbeats and the guest API: starting from
 // each start of Ray until Ray says its node joined the cluster (join.go),
 // then running. When the head names a new Ray head, Ray is restarted at
-// once (head.go: Ray joined a Ray head that is gone).
+// once (head.go: Ray joined a Ray head that is gone). While the head
+// drains the node before ending it, Ray that exits is not started again
+// (drain.go).
 package raylife
 
 import (
+	"context"
 	"log/slog"
 	"os/exec"
 	"sync"
@@ -31,6 +34,10 @@ type Config struct {
 	Report func(event, detail string)
 	// LastWords, optional, is the end of Ray's output, for reports.
 	LastWords func() string
+	// Beat, optional, sends a heartbeat now and returns once its answer
+	// is in (or ctx ends): asked when Ray exits on its own, so that the
+	// head's drain notice (Drain) is known before a restart.
+	Beat func(ctx context.Context)
 	// JoinTimeout bounds a start's join; zero means DefaultJoinTimeout.
 	JoinTimeout time.Duration
 	Log         *slog.Logger
@@ -43,6 +50,7 @@ type Ray struct {
 	command  func(joined func()) (*exec.Cmd, func(), error)
 	restarts *supervise.Restarts
 	report   func(event, detail string)
+	beat     func(ctx context.Context)
 	log      *slog.Logger
 	now      func() time.Time
 
@@ -50,6 +58,7 @@ type Ray struct {
 	status wire.RayStatus
 	join   joinState     // join.go
 	head   headState     // head.go
+	drain  drainState    // drain.go
 	final  chan struct{} // closed when the loop has decided to end
 }
 
@@ -68,9 +77,10 @@ func New(cfg Config) *Ray {
 		timeout = DefaultJoinTimeout
 	}
 	return &Ray{sup: cfg.Supervisor, command: cfg.Command, restarts: supervise.NewRestarts(cfg.Policy), report: cfg.Report,
-		log: log, now: now, final: make(chan struct{}),
+		beat: cfg.Beat, log: log, now: now, final: make(chan struct{}),
 		join:   joinState{timeout: timeout, lastWords: cfg.LastWords},
 		head:   headState{kick: make(chan struct{}, 1), back: make(chan struct{}, 1)},
+		drain:  drainState{lifted: make(chan struct{}, 1)},
 		status: wire.RayStatus{State: wire.RayStarting}}
 }
 

@@ -28,9 +28,15 @@ func (r *Ray) Run() (code int, crashloop bool) {
 			return code, false // the stop or signal ended Ray: its code stands
 		}
 		var out restartOutcome
-		if why != "" {
+		if why == "" {
+			r.askHead() // a drain begun since the last heartbeat (drain.go)
+		}
+		switch {
+		case r.draining():
+			out = r.heldAfterDrain(code)
+		case why != "":
 			out = r.restartNow(why)
-		} else {
+		default:
 			r.log.Warn("ray exited on its own", "exit_code", code, "restarts", r.restarts.Total())
 			r.report(wire.EventRayExited, fmt.Sprintf("exit code %d", code))
 			out = r.restartAfterBackoff(code)
@@ -71,6 +77,9 @@ func (r *Ray) restartNow(why string) restartOutcome {
 	if !r.waitForHead() {
 		return stoppedIdle
 	}
+	if r.draining() {
+		return r.heldAfterDrain(-1)
+	}
 	r.restarts.Forced()
 	if out, done := r.startAgain(why); done {
 		return out
@@ -98,6 +107,9 @@ func (r *Ray) restartAfterBackoff(code int) restartOutcome {
 		case <-r.sup.Stopping():
 			t.Stop()
 			return stoppedIdle
+		}
+		if r.draining() { // the head began a drain during the backoff
+			return r.heldAfterDrain(code)
 		}
 		if out, done := r.startAgain(""); done {
 			return out

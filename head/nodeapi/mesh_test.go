@@ -22,9 +22,10 @@ func withoutMesh(t testing.TB, body string) string {
 	delete(m, "mesh")
 	b, _ := json.Marshal(m)
 	var out struct {
-		IntervalS int              `json:"interval_s"`
-		Action    string           `json:"action"`
-		RayHead   *wire.RayHeadRun `json:"ray_head,omitempty"`
+		IntervalS int               `json:"interval_s"`
+		Action    string            `json:"action"`
+		RayHead   *wire.RayHeadRun  `json:"ray_head,omitempty"`
+		Drain     *wire.DrainNotice `json:"drain,omitempty"`
 	}
 	_ = json.Unmarshal(b, &out)
 	b, _ = json.Marshal(out)

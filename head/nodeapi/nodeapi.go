@@ -35,8 +35,12 @@ type Config struct {
 	// is up); heartbeat answers carry it so nodes whose Ray joined an
 	// earlier one restart theirs at once. Nil: the head runs no Ray head.
 	RayHead func() (id string, ok bool)
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Drain says whether the head drains the node with this instance ID
+	// before a planned end, and the deadline (reconcile.Drains.Of); its
+	// heartbeat answers then carry the drain notice. Nil: no drains.
+	Drain func(instanceID string) (deadline time.Time, ok bool)
+	Log   *slog.Logger
+	Now   func() time.Time
 }
 
 // Server is the port B handler.
@@ -152,6 +156,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.RayHead != nil {
 		if id, ok := s.cfg.RayHead(); ok {
 			reply.RayHead = &wire.RayHeadRun{ID: id}
+		}
+	}
+	if s.cfg.Drain != nil {
+		if deadline, ok := s.cfg.Drain(id); ok {
+			reply.Drain = &wire.DrainNotice{Deadline: deadline.UTC()}
 		}
 	}
 	if m := s.meshMembers(); m.Version != hb.MeshVersion {

@@ -422,3 +422,42 @@ func TestReplyNamesRunningRayHead(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyCarriesDrain proves a node's heartbeat answers carry the drain
+// notice, with the deadline, while the head drains that node (the loop's
+// reconcile.Drains), and only that node's: another node's answer and the
+// answers before and after the drain have none.
+func TestReplyCarriesDrain(t *testing.T) {
+	var mu sync.Mutex
+	draining := false
+	deadline := time.Date(2026, 12, 7, 15, 2, 0, 0, time.UTC)
+	p := newPortB(t, func(c *Config) {
+		c.Drain = func(id string) (time.Time, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			return deadline, draining && id == "i1"
+		}
+	})
+	c1, _ := p.enroll(t, "i1", "127.0.5.1")
+	c2, _ := p.enroll(t, "i2", "127.0.5.2")
+	for _, c := range []struct {
+		on       bool
+		ip, inst string
+		cert     *tls.Certificate
+		want     string
+	}{
+		{false, "127.0.5.1", "i1", &c1, `{"interval_s":10,"action":"none"}`},
+		{true, "127.0.5.1", "i1", &c1, `{"interval_s":10,"action":"none","drain":{"deadline":"2026-12-07T15:02:00Z"}}`},
+		{true, "127.0.5.2", "i2", &c2, `{"interval_s":10,"action":"none"}`},
+		{false, "127.0.5.1", "i1", &c1, `{"interval_s":10,"action":"none"}`},
+	} {
+		mu.Lock()
+		draining = c.on
+		mu.Unlock()
+		st, got := p.post(t, c.ip, c.cert, "/heartbeat", hb(c.inst))
+		got = withoutMesh(t, got)
+		if st != 200 || strings.TrimSpace(got) != c.want {
+			t.Errorf("draining i1 %v, %s's answer: %d %s, want %s", c.on, c.inst, st, got, c.want)
+		}
+	}
+}

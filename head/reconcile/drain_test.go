@@ -59,7 +59,7 @@ func drainEnv(t *testing.T, err error) (*fakeCluster, *fakeRentals, *fakeDrainer
 		t.Fatal(err)
 	}
 	now := t0
-	l := New(Config{Cluster: fc, Rentals: fr, Drainer: fd, DrainDeadline: time.Minute, DownFile: down,
+	l := New(Config{Cluster: fc, Rentals: fr, Drainer: fd, DrainDeadline: time.Minute, DownFile: down, Drains: &Drains{},
 		NodeTypes: map[string]wire.NodeType{"cpu": {MinWorkers: 1, MaxWorkers: 1}}, Now: func() time.Time { return now }})
 	return fc, fr, fd, l, &now
 }
@@ -76,7 +76,8 @@ func tickOK(t *testing.T, l *Loop) Result {
 // TestDownDrainsFirst: at `head down` an enrolled node is drained in Ray
 // before anything of it ends (the drain asked while its candidate is live
 // and its instance rented, with the deadline DrainDeadline on), its rental
-// kept while Ray drains, and ended down (its instance destroyed) on the
+// kept while Ray drains (and port B's Drains naming it, with the deadline,
+// so the node hears of it), and ended down (its instance destroyed) on the
 // first pass after Ray shows it drained, well before the deadline.
 func TestDownDrainsFirst(t *testing.T) {
 	fc, fr, fd, l, now := drainEnv(t, nil)
@@ -87,6 +88,9 @@ func TestDownDrainsFirst(t *testing.T) {
 	if len(res.Ended) != 0 || len(fr.destroyed) != 0 {
 		t.Fatalf("first pass: ended %v destroyed %v; want nothing while Ray drains", res.Ended, fr.destroyed)
 	}
+	if d, ok := l.cfg.Drains.Of("i1"); !ok || !d.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("first pass: port B's drains say i1 %v %v; want draining, deadline +1m (the node is told)", d, ok)
+	}
 	*now = now.Add(10 * time.Second)
 	if res = tickOK(t, l); len(res.Ended) != 0 || len(fr.destroyed) != 0 || len(fd.asked) != 1 {
 		t.Fatalf("still draining: ended %v destroyed %v drains %v; want nothing more", res.Ended, fr.destroyed, fd.asked)
@@ -95,6 +99,9 @@ func TestDownDrainsFirst(t *testing.T) {
 	*now = now.Add(5 * time.Second)
 	if res = tickOK(t, l); res.Ended["n1"] != ReasonDown {
 		t.Fatalf("drained: ended %v; want n1 %s at once", res.Ended, ReasonDown)
+	}
+	if _, ok := l.cfg.Drains.Of("i1"); ok {
+		t.Error("ended: port B's drains still name i1")
 	}
 	fr.list = nil // the head's driver destroyed it
 	if res = tickOK(t, l); len(fd.asked) != 1 || fc.cands[0].State != wire.StateEnded {

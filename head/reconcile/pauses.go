@@ -1,6 +1,9 @@
 package reconcile
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Pauses holds the node types whose renting is paused (too many failed
 // candidates). The loop sets it; with Ray's autoscaler owning the count
@@ -33,5 +36,42 @@ func (p *Pauses) set(n string, on bool) {
 		p.m[n] = true
 	} else {
 		delete(p.m, n)
+	}
+}
+
+// Drains holds the nodes the loop drains before a planned end, by instance
+// ID, with each drain's deadline: the loop sets it, port B reads it and
+// tells each node in its heartbeat answers (wire.DrainNotice), so that the
+// node's agent does not start Ray again once the drained Ray exits.
+type Drains struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// Of reports whether the node with instance ID id is being drained, and
+// its deadline. A nil Drains drains nothing.
+func (d *Drains) Of(id string) (deadline time.Time, ok bool) {
+	if d == nil || id == "" {
+		return time.Time{}, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	deadline, ok = d.m[id]
+	return deadline, ok
+}
+
+func (d *Drains) set(id string, deadline time.Time, on bool) {
+	if d == nil || id == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]time.Time{}
+	}
+	if on {
+		d.m[id] = deadline
+	} else {
+		delete(d.m, id)
 	}
 }

@@ -160,8 +160,11 @@ type Config struct {
 	// (default DefaultDrainDeadline); drain.go.
 	Drainer       Drainer
 	DrainDeadline time.Duration
-	Now           func() time.Time
-	Log           *slog.Logger
+	// Drains, when set, is where the loop records the nodes it drains,
+	// for port B to tell them (wire.DrainNotice).
+	Drains *Drains
+	Now    func() time.Time
+	Log    *slog.Logger
 }
 
 // Loop is the reconciler. Tick is not safe for concurrent use; Run calls it

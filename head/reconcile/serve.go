@@ -35,6 +35,7 @@ type ServeConfig struct {
 	// planned end).
 	Drainer       Drainer
 	DrainDeadline time.Duration
+	Drains        *Drains // as in Config
 	Log           *slog.Logger
 }
 
@@ -47,7 +48,7 @@ func StartServe(ctx context.Context, cfg ServeConfig) (stop func(), err error) {
 	c := Config{Cluster: InProcess(cfg.Admin), Rentals: cfg.Rentals, Blocklist: cfg.Blocklist, Status: cfg.Status, NodeTypes: cfg.NodeTypes,
 		DownFile: DownFile(cfg.StateDir), EnrollTimeout: cfg.EnrollTimeout, Spares: cfg.Spares, MaxDPHTotal: cfg.MaxDPHTotal, RayScales: cfg.RayScales, Pauses: cfg.Pauses, Log: cfg.Log,
 		SweepEvery: cfg.SweepEvery, ReplaceBefore: cfg.ReplaceBefore, Firewall: cfg.Firewall,
-		Drainer: cfg.Drainer, DrainDeadline: cfg.DrainDeadline}
+		Drainer: cfg.Drainer, DrainDeadline: cfg.DrainDeadline, Drains: cfg.Drains}
 	loop := New(c)
 	loopCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

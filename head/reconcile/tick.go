@@ -38,6 +38,9 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		l.noteEnds(rentals)
 	}
 	p.halted = !p.down && l.providerHalted()
+	if l.cfg.Drainer != nil {
+		p.readDrains() // every drain asked before, at once (drain.go)
+	}
 	p.tally(cands)
 	if swept && !p.down {
 		p.reprice()
@@ -54,6 +57,7 @@ func (l *Loop) Tick(ctx context.Context) (Result, error) {
 		}
 		p.forgetReplaced()
 	}
+	p.startDrains() // the drains begun in this pass, at once (drain.go)
 	l.forgetReplacements(p.live)
 	l.forgetDrains(p.live)
 	p.destroyLeaks(rentals)
@@ -76,6 +80,10 @@ type pass struct {
 	halted  bool // the provider rents nothing now
 	// failedSeen: failed candidates listed in this pass (RayScales).
 	failedSeen map[string]bool
+	// drain.go: drains begun in this pass (asked at its end), and which
+	// drains asked before Ray shows done (read at its start).
+	newDrains []newDrain
+	drained   map[string]bool
 }
 
 // listRentals lists the provider's rentals when a sweep is due (every

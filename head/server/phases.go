@@ -123,7 +123,7 @@ type parts struct {
 // A non-nil pauses refuses new candidates of paused node types (Ray's
 // autoscaler owns the count).
 func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blocklist.List, driver *rentals.Driver, ls *listeners,
-	pauses *reconcile.Pauses, rayHead func() (string, bool), log *slog.Logger) *parts {
+	pauses *reconcile.Pauses, drains *reconcile.Drains, rayHead func() (string, bool), log *slog.Logger) *parts {
 	st, portA, portB := in.st, ls.portA(), ls.portB()
 	checks := checkgate.New(checkgate.Config{Max: maxPortChecks})
 	m := &metrics.Metrics{PortChecks: func() (int, int, int) {
@@ -131,7 +131,7 @@ func newParts(cfg *config.Config, in *inputs, reg *registry.Registry, block *blo
 		return st.Limit, st.InFlight, st.Waiting
 	}}
 	nodes := nodeapi.New(nodeapi.Config{Registry: reg, CA: st.CA.Pool(), Interval: cfg.HeartbeatInterval,
-		Metrics: m, Destroy: driver.Destroy, RayHead: rayHead, Log: log.With("port", "B")})
+		Metrics: m, Destroy: driver.Destroy, RayHead: rayHead, Drain: drains.Of, Log: log.With("port", "B")})
 	enr := enroll.New(enroll.Config{
 		Registry: reg, Blocklist: block, Limiter: ratelimit.New(refusalBurst, refusalRefill, nil), PortCheck: gatedPortCheck(checks, maxCheckWait),
 		CA: st.CA, NodeTypes: cfg.NodeTypes, Agent: in.agent, Destroy: driver.Destroy, Metrics: m,

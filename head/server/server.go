@@ -85,10 +85,11 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	var pauses *reconcile.Pauses
+	drains := &reconcile.Drains{} // the loop's drains, told to the nodes on port B
 	if prov != nil && cfg.Autoscaler != nil {
 		pauses = &reconcile.Pauses{}
 	}
-	p := newParts(cfg, in, reg, block, driver, ls, pauses, hooks.RayHead, log)
+	p := newParts(cfg, in, reg, block, driver, ls, pauses, drains, hooks.RayHead, log)
 	g, err := openGuard(ctx, f, st, []int{ls.portA(), ls.portB()}, hooks.RayPorts, log.With("part", "firewall"))
 	if err != nil {
 		ls.close()
@@ -115,6 +116,7 @@ func Run(ctx context.Context, c Config) error {
 			// Planned ends drain the node in the Ray head head up runs
 			// in this state dir (none: they end at once).
 			Drainer: raydrain.New(st.Dir),
+			Drains:  drains,
 			Log:     log.With("part", "reconcile")})
 		if err != nil {
 			ls.close()

@@ -16,10 +16,20 @@ var ErrTooLarge = errors.New("body too large")
 // Decode reads exactly one JSON value into v from at most limit bytes of r:
 // unknown fields, wrong types and trailing data are errors. Error messages
 // name fields and types, never values, so they are safe to send back.
-func Decode(r io.Reader, limit int64, v any) error {
+func Decode(r io.Reader, limit int64, v any) error { return decode(r, limit, v, true) }
+
+// DecodeTolerant is Decode with fields v does not know ignored: for an
+// answer from the head (mutual TLS, trusted) that a later head may extend,
+// such as the heartbeat reply (protocol history 29). Wrong types, trailing
+// data and the limit are still errors.
+func DecodeTolerant(r io.Reader, limit int64, v any) error { return decode(r, limit, v, false) }
+
+func decode(r io.Reader, limit int64, v any, strict bool) error {
 	lr := &io.LimitedReader{R: r, N: limit + 1}
 	dec := json.NewDecoder(lr)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		if lr.N <= 0 {
 			return ErrTooLarge

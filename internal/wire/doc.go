@@ -70,6 +70,14 @@
 //     head starts or restarts; the same ID named means the same Ray cluster, and the
 //     agent leaves its Ray be (its raylet waits for the GCS). The agent sets
 //     RAY_gcs_rpc_server_reconnect_timeout_s=120 in Ray's env unless its own env has it.
+//   - 29: (issue 43) The heartbeat reply gains drain {deadline} while the head drains the
+//     node before a planned end; a node told so does not start Ray again once it exits
+//     (it asks with a heartbeat at once when Ray exits, before any restart), and starts it
+//     again only if a later answer no longer names the drain. Changes a behaviour: the
+//     agent now reads the heartbeat reply ignoring fields it does not know (DecodeTolerant),
+//     so later additions reach it; an agent of an earlier revision fails to read a reply
+//     that carries drain and counts that heartbeat failed (the head heard it; the node
+//     ends by the deadline as before, its Ray restarted after the drain).
 //
 // Head and agent must speak the same version: the head serves the agent it
 // was built with at /bootstrap, and refuses any other version with 400.
@@ -85,7 +93,7 @@ const Version = 2
 // Revision is the number of the newest entry in the protocol history of this
 // package's comment. The revision grows with every wire change; Version grows only
 // when old and new cannot talk. TestProtocolHistory holds the two together.
-const Revision = 28
+const Revision = 29
 
 // Environment variable names of the rental request (docs/protocol.md §2).
 const (

@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // Ray process states in heartbeats: starting from Ray's (re)start until
 // the node has joined the Ray cluster (`ray start` said its runtime
 // started, which it does once the GCS lists the node), then running.
@@ -49,6 +51,17 @@ type HeartbeatReply struct {
 	// Mesh is the cluster's membership when it differs from the version
 	// the heartbeat named; absent when unchanged.
 	Mesh *MeshMembers `json:"mesh,omitempty"`
+	// Drain, while the head drains this node before a planned end
+	// (revision 29), says so: the head asked Ray to drain the node and
+	// ends its rental by the deadline. Ray on the node that exits from
+	// then on is not started again. Absent otherwise.
+	Drain *DrainNotice `json:"drain,omitempty"`
+}
+
+// DrainNotice is the head's word that it is ending the node after a
+// drain in Ray (docs/protocol.md §7).
+type DrainNotice struct {
+	Deadline time.Time `json:"deadline"` // the rental ends by then
 }
 
 // RayHeadRun names one run of the cluster's Ray head.

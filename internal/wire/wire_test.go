@@ -46,7 +46,7 @@ func samples() map[string]any {
 		"error_refused":     ErrorBody{Error: ErrRefused},
 		"error_rejected":    ErrorBody{Error: ErrRejected, Reason: ReasonPortCheck},
 		"heartbeat":         Heartbeat{Version: 2, InstanceID: "12345", Seq: 7, Ray: RayStatus{State: RayExited, PID: 42, ExitCode: &code}, HealthToken: "h.t.s"},
-		"heartbeat_reply":   HeartbeatReply{IntervalS: 30, Action: ActionNone, RayHead: &RayHeadRun{ID: "5d2f0a9c41b7e803"}},
+		"heartbeat_reply":   HeartbeatReply{IntervalS: 30, Action: ActionNone, RayHead: &RayHeadRun{ID: "5d2f0a9c41b7e803"}, Drain: &DrainNotice{Deadline: t0}},
 		"report":            Report{Version: 2, InstanceID: "12345", Event: EventRayExited, Detail: "exit 0"},
 		"candidate_request": CandidateRequest{NodeType: "gpu1", InstanceID: "12345", PublicIP: "203.0.113.7"},
 		"candidate_created": CandidateCreated{CandidateID: "c1", JoinToken: tok, Env: map[string]string{EnvJoinToken: tok}},
@@ -136,6 +136,25 @@ func TestDecodeStrict(t *testing.T) {
 	var r Report
 	if err := Decode(strings.NewReader(big), MaxBody, &r); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("oversize body: err = %v, want ErrTooLarge", err)
+	}
+}
+
+// TestDecodeTolerant proves the agent's reading of a head's answer keeps
+// what it knows and skips a field a later head added, while wrong types,
+// trailing data and oversize bodies stay errors.
+func TestDecodeTolerant(t *testing.T) {
+	var r HeartbeatReply
+	body := `{"interval_s":30,"action":"none","later_field":{"x":[1,2]},"drain":{"deadline":"2026-12-07T15:00:00Z"}}`
+	if err := DecodeTolerant(strings.NewReader(body), MaxBody, &r); err != nil || r.IntervalS != 30 || r.Drain == nil || r.Drain.Deadline.Hour() != 15 {
+		t.Errorf("DecodeTolerant(%s) = %+v, %v; want interval 30 and the drain, the unknown field skipped", body, r, err)
+	}
+	if err := Decode(strings.NewReader(body), MaxBody, &r); err == nil {
+		t.Error("strict Decode took an unknown field")
+	}
+	for _, bad := range []string{`{"interval_s":"30"}`, `{"interval_s":30}{}`, `{"x":"` + strings.Repeat("a", MaxBody) + `"}`} {
+		if err := DecodeTolerant(strings.NewReader(bad), MaxBody, &r); err == nil {
+			t.Errorf("DecodeTolerant took %.40q", bad)
+		}
 	}
 }
 
