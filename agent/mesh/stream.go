@@ -58,6 +58,8 @@ func (s *stream) pipe(dst, src net.Conn) {
 	var err error
 	if dst == s.b && s.batch != nil {
 		err = s.copyBatched(*bp)
+	} else if src == s.b && s.batch != nil {
+		err = s.copyGathered(*bp)
 	} else {
 		_, err = io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
 	}
@@ -87,6 +89,41 @@ func (s *stream) copyBatched(buf []byte) error {
 			}
 			if werr != nil {
 				return werr
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// copyGathered copies the TLS stream into the local side: after a read
+// that waited, TLS is read on in no-wait mode (batchConn.noWait) while
+// whole records are already buffered, so one local write carries up to
+// copyBuf bytes rather than one 16 KiB record each.
+func (s *stream) copyGathered(buf []byte) error {
+	for {
+		n, rerr := s.b.Read(buf)
+		if rerr == nil {
+			s.batch.noWait = true
+			for n < len(buf) {
+				m, err := s.b.Read(buf[n:])
+				n += m
+				if err != nil {
+					if !errors.Is(err, errWouldBlock) {
+						rerr = err
+					}
+					break
+				}
+			}
+			s.batch.noWait = false
+		}
+		if n > 0 {
+			if _, err := s.a.Write(buf[:n]); err != nil {
+				return err
 			}
 		}
 		if rerr == io.EOF {
