@@ -17,9 +17,10 @@ type batchConn struct {
 	raw syscall.RawConn // the socket's, to wait for bytes holding no buffer; nil: plain reads
 
 	// The read side, the stream's reading goroutine's alone.
-	rb     *[]byte // bytes read and not yet taken by TLS: (*rb)[r:w]; nil when none
-	r, w   int
-	noWait bool
+	rb      *[]byte // bytes read and not yet taken by TLS: (*rb)[r:w]; nil when none
+	r, w    int
+	noWait  bool
+	pending error // what ended await's wait, for TLS's next Read
 
 	mu   sync.Mutex
 	on   bool

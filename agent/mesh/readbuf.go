@@ -35,6 +35,10 @@ func (wouldBlock) Temporary() bool { return true }
 // goroutine reading the stream calls it (TLS's reads are under its lock).
 func (b *batchConn) Read(p []byte) (int, error) {
 	if b.rb == nil {
+		if err := b.pending; err != nil {
+			b.pending = nil
+			return 0, err
+		}
 		if b.noWait {
 			return 0, errWouldBlock
 		}
@@ -52,19 +56,35 @@ func (b *batchConn) Read(p []byte) (int, error) {
 }
 
 // fill waits for the socket to be readable and only then borrows a buffer
-// and reads into it (a raw read: Go's Read would need the buffer while it
-// waits).
+// and reads into it.
 func (b *batchConn) fill() error {
-	if b.raw == nil {
-		bp := readBufs.Get().(*[]byte)
-		n, err := b.Conn.Read(*bp)
-		return b.took(bp, n, err)
-	}
-	var n int
 	var bp *[]byte
-	var serr error
-	err := b.raw.Read(func(fd uintptr) bool {
+	var n int
+	var err error
+	if b.raw == nil {
 		bp = readBufs.Get().(*[]byte)
+		n, err = b.Conn.Read(*bp)
+	} else {
+		bp, n, err = readRaw(b.raw, &readBufs)
+	}
+	return b.took(bp, n, err)
+}
+
+// await waits until TLS has socket bytes to read (the stream's copy found
+// none buffered); what ends the wait is kept for TLS's next Read.
+func (b *batchConn) await() {
+	if b.rb == nil && b.pending == nil {
+		b.pending = b.fill()
+	}
+}
+
+// readRaw waits for rc to be readable holding no buffer (Go's Read would
+// need the buffer while it waits), then reads into one from pool. bp is
+// nil when nothing came.
+func readRaw(rc syscall.RawConn, pool *sync.Pool) (bp *[]byte, n int, err error) {
+	var serr error
+	err = rc.Read(func(fd uintptr) bool {
+		bp = pool.Get().(*[]byte)
 		for {
 			n, serr = syscall.Read(int(fd), *bp)
 			if serr != syscall.EINTR {
@@ -72,30 +92,35 @@ func (b *batchConn) fill() error {
 			}
 		}
 		if serr == syscall.EAGAIN {
-			readBufs.Put(bp)
+			pool.Put(bp)
 			bp = nil
-			return false // wait for the poller, holding no buffer
+			return false // wait for the poller
 		}
 		return true
 	})
-	if err != nil { // closed, deadline
+	switch {
+	case err != nil: // closed, a deadline
+	case serr != nil:
+		err = os.NewSyscallError("read", serr)
+	case n == 0:
+		err = io.EOF
+	}
+	if n <= 0 {
+		n = 0
 		if bp != nil {
-			readBufs.Put(bp)
+			pool.Put(bp)
+			bp = nil
 		}
-		return err
 	}
-	if serr != nil {
-		serr = os.NewSyscallError("read", serr)
-	} else if n == 0 {
-		serr = io.EOF
-	}
-	return b.took(bp, max(n, 0), serr)
+	return bp, n, err
 }
 
 // took keeps what a read brought, or gives the buffer back.
 func (b *batchConn) took(bp *[]byte, n int, err error) error {
 	if n == 0 {
-		readBufs.Put(bp)
+		if bp != nil {
+			readBufs.Put(bp)
+		}
 		if err == nil {
 			err = errors.New("mesh: empty read")
 		}

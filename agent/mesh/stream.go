@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // copyBuf is the size of each direction's copy buffer: large enough that a
@@ -19,8 +20,9 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
 // stream is a local connection and its far end, copied both ways.
 type stream struct {
 	peer      string
-	a, b      net.Conn   // a: the local side, b: the TLS stream
-	batch     *batchConn // under b
+	a, b      net.Conn        // a: the local side, b: the TLS stream
+	batch     *batchConn      // under b
+	araw      syscall.RawConn // a's socket, once readLocal found it
 	closeOnce sync.Once
 }
 
@@ -54,16 +56,17 @@ type onlyReader struct{ io.Reader }
 type onlyWriter struct{ io.Writer }
 
 func (s *stream) pipe(dst, src net.Conn) {
-	bp := bufs.Get().(*[]byte)
 	var err error
-	if dst == s.b && s.batch != nil {
-		err = s.copyBatched(*bp)
-	} else if src == s.b && s.batch != nil {
-		err = s.copyGathered(*bp)
-	} else {
+	switch {
+	case dst == s.b && s.batch != nil:
+		err = s.copyBatched()
+	case src == s.b && s.batch != nil:
+		err = s.copyGathered()
+	default:
+		bp := bufs.Get().(*[]byte)
 		_, err = io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
+		bufs.Put(bp)
 	}
-	bufs.Put(bp)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.close()
 		return
@@ -76,17 +79,39 @@ func (s *stream) pipe(dst, src net.Conn) {
 	s.close()
 }
 
+// readLocal reads the local side into a buffer from bufs, borrowed once
+// bytes are there (readRaw), so a stream waiting on its process holds
+// none (issue 41's ≤ 600 KiB a stream; a buffer held per direction was
+// 256 of a busy stream's ~410 KiB). bp is nil when nothing came.
+func (s *stream) readLocal() (bp *[]byte, n int, err error) {
+	if s.araw == nil {
+		if sc, ok := s.a.(syscall.Conn); ok {
+			s.araw, _ = sc.SyscallConn()
+		}
+	}
+	if s.araw != nil {
+		return readRaw(s.araw, &bufs)
+	}
+	bp = bufs.Get().(*[]byte)
+	if n, err = s.a.Read(*bp); n == 0 {
+		bufs.Put(bp)
+		bp = nil
+	}
+	return bp, n, err
+}
+
 // copyBatched copies the local side into the TLS stream, each read's
 // records written in one batch (batchConn).
-func (s *stream) copyBatched(buf []byte) error {
+func (s *stream) copyBatched() error {
 	for {
-		n, rerr := s.a.Read(buf)
+		bp, n, rerr := s.readLocal()
 		if n > 0 {
 			s.batch.begin()
-			_, werr := s.b.Write(buf[:n])
+			_, werr := s.b.Write((*bp)[:n])
 			if err := s.batch.end(); werr == nil {
 				werr = err
 			}
+			bufs.Put(bp)
 			if werr != nil {
 				return werr
 			}
@@ -100,37 +125,46 @@ func (s *stream) copyBatched(buf []byte) error {
 	}
 }
 
-// copyGathered copies the TLS stream into the local side: after a read
-// that waited, TLS is read on in no-wait mode (batchConn.noWait) while
-// whole records are already buffered, so one local write carries up to
-// copyBuf bytes rather than one 16 KiB record each.
-func (s *stream) copyGathered(buf []byte) error {
+// copyGathered copies the TLS stream into the local side. TLS is read in
+// no-wait mode (batchConn.noWait) while whole records are already there,
+// so one local write carries up to copyBuf bytes rather than one 16 KiB
+// record each; only when none is there does it wait for the socket
+// (batchConn.await), holding no buffer of its own meanwhile.
+func (s *stream) copyGathered() error {
 	for {
-		n, rerr := s.b.Read(buf)
-		if rerr == nil {
-			s.batch.noWait = true
-			for n < len(buf) {
-				m, err := s.b.Read(buf[n:])
-				n += m
-				if err != nil {
-					if !errors.Is(err, errWouldBlock) {
-						rerr = err
-					}
-					break
+		bp := bufs.Get().(*[]byte)
+		buf := *bp
+		n := 0
+		var rerr error
+		s.batch.noWait = true
+		for n < len(buf) {
+			m, err := s.b.Read(buf[n:])
+			n += m
+			if err != nil {
+				if !errors.Is(err, errWouldBlock) {
+					rerr = err
 				}
+				break
 			}
-			s.batch.noWait = false
 		}
+		s.batch.noWait = false
 		if n > 0 {
-			if _, err := s.a.Write(buf[:n]); err != nil {
+			_, err := s.a.Write(buf[:n])
+			bufs.Put(bp)
+			if err != nil {
 				return err
 			}
+		} else {
+			bufs.Put(bp)
 		}
 		if rerr == io.EOF {
 			return nil
 		}
 		if rerr != nil {
 			return rerr
+		}
+		if n == 0 {
+			s.batch.await()
 		}
 	}
 }
