@@ -81,7 +81,11 @@ func (b *batchConn) end() error {
 
 func (b *batchConn) flushLocked() {
 	if len(b.buf) > 0 && b.werr == nil {
-		_, b.werr = b.Conn.Write(b.buf)
+		if b.raw != nil {
+			_, b.werr = writeRaw(b.raw, b.buf)
+		} else {
+			_, b.werr = b.Conn.Write(b.buf)
+		}
 	}
 	b.buf = b.buf[:0]
 }

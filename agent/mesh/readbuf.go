@@ -2,10 +2,7 @@ package mesh
 
 import (
 	"errors"
-	"io"
-	"os"
 	"sync"
-	"syscall"
 )
 
 // readBuf is the size of the TCP side's read buffer under TLS. TLS asks
@@ -76,43 +73,6 @@ func (b *batchConn) await() {
 	if b.rb == nil && b.pending == nil {
 		b.pending = b.fill()
 	}
-}
-
-// readRaw waits for rc to be readable holding no buffer (Go's Read would
-// need the buffer while it waits), then reads into one from pool. bp is
-// nil when nothing came.
-func readRaw(rc syscall.RawConn, pool *sync.Pool) (bp *[]byte, n int, err error) {
-	var serr error
-	err = rc.Read(func(fd uintptr) bool {
-		bp = pool.Get().(*[]byte)
-		for {
-			n, serr = syscall.Read(int(fd), *bp)
-			if serr != syscall.EINTR {
-				break
-			}
-		}
-		if serr == syscall.EAGAIN {
-			pool.Put(bp)
-			bp = nil
-			return false // wait for the poller
-		}
-		return true
-	})
-	switch {
-	case err != nil: // closed, a deadline
-	case serr != nil:
-		err = os.NewSyscallError("read", serr)
-	case n == 0:
-		err = io.EOF
-	}
-	if n <= 0 {
-		n = 0
-		if bp != nil {
-			pool.Put(bp)
-			bp = nil
-		}
-	}
-	return bp, n, err
 }
 
 // took keeps what a read brought, or gives the buffer back.

@@ -22,7 +22,7 @@ type stream struct {
 	peer      string
 	a, b      net.Conn        // a: the local side, b: the TLS stream
 	batch     *batchConn      // under b
-	araw      syscall.RawConn // a's socket, once readLocal found it
+	araw      syscall.RawConn // a's socket (nil: not one; plain reads and writes)
 	closeOnce sync.Once
 }
 
@@ -84,11 +84,6 @@ func (s *stream) pipe(dst, src net.Conn) {
 // none (issue 41's ≤ 600 KiB a stream; a buffer held per direction was
 // 256 of a busy stream's ~410 KiB). bp is nil when nothing came.
 func (s *stream) readLocal() (bp *[]byte, n int, err error) {
-	if s.araw == nil {
-		if sc, ok := s.a.(syscall.Conn); ok {
-			s.araw, _ = sc.SyscallConn()
-		}
-	}
 	if s.araw != nil {
 		return readRaw(s.araw, &bufs)
 	}
@@ -98,6 +93,14 @@ func (s *stream) readLocal() (bp *[]byte, n int, err error) {
 		bp = nil
 	}
 	return bp, n, err
+}
+
+// writeLocal writes p to the local side.
+func (s *stream) writeLocal(p []byte) (int, error) {
+	if s.araw != nil {
+		return writeRaw(s.araw, p)
+	}
+	return s.a.Write(p)
 }
 
 // copyBatched copies the local side into the TLS stream, each read's
@@ -149,7 +152,7 @@ func (s *stream) copyGathered() error {
 		}
 		s.batch.noWait = false
 		if n > 0 {
-			_, err := s.a.Write(buf[:n])
+			_, err := s.writeLocal(buf[:n])
 			bufs.Put(bp)
 			if err != nil {
 				return err
