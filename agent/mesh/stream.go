@@ -9,10 +9,11 @@ import (
 )
 
 // copyBuf is the size of each direction's copy buffer: large enough that a
-// bulk all_reduce moves in few reads, small enough for many streams. 128
-// KiB rather than 256: a busy stream's agent RSS fell from ~611 to ~407
-// KiB (BenchmarkMeshStreamMemory, issue 41's ≤ 600) with no difference in
-// BenchmarkAllReduceThroughMesh that the shared 2-core machine could show.
+// bulk all_reduce moves in few reads. Borrowed only while bytes are there
+// (readLocal, copyGathered), so idle streams cost none of it. 256 KiB was
+// tried after the raw-syscall change: agents 1.72 CPU-s/GiB against 2.08
+// for 128, but the bare ends' 1.49 against 1.85 in the same two runs (the
+// load moved), so not told apart; 128 kept for the many-stream memory.
 const copyBuf = 128 << 10
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
