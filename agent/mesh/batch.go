@@ -3,15 +3,25 @@ package mesh
 import (
 	"net"
 	"sync"
+	"syscall"
 )
 
 // batchConn is the TCP connection under a mesh stream's TLS. TLS writes
 // one record (at most 16 KiB) per write call; within a batch (one copy
 // step of up to copyBuf bytes) the records are gathered and written in one
 // call, which costs the agent far fewer system calls per GiB. Writes
-// outside a batch (the handshake, alerts) go straight through.
+// outside a batch (the handshake, alerts) go straight through. Reads
+// come through a pooled buffer (readbuf.go).
 type batchConn struct {
 	net.Conn
+	raw syscall.RawConn // the socket's, to wait for bytes holding no buffer; nil: plain reads
+
+	// The read side, the stream's reading goroutine's alone.
+	rb      *[]byte // bytes read and not yet taken by TLS: (*rb)[r:w]; nil when none
+	r, w    int
+	noWait  bool
+	pending error // what ended await's wait, for TLS's next Read
+
 	mu   sync.Mutex
 	on   bool
 	buf  []byte  // the open batch's records (in *bp)
@@ -20,7 +30,11 @@ type batchConn struct {
 }
 
 func newBatchConn(c net.Conn) *batchConn {
-	return &batchConn{Conn: c}
+	b := &batchConn{Conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		b.raw, _ = sc.SyscallConn()
+	}
+	return b
 }
 
 func (b *batchConn) Write(p []byte) (int, error) {
@@ -67,7 +81,11 @@ func (b *batchConn) end() error {
 
 func (b *batchConn) flushLocked() {
 	if len(b.buf) > 0 && b.werr == nil {
-		_, b.werr = b.Conn.Write(b.buf)
+		if b.raw != nil {
+			_, b.werr = writeRaw(b.raw, b.buf)
+		} else {
+			_, b.werr = b.Conn.Write(b.buf)
+		}
 	}
 	b.buf = b.buf[:0]
 }

@@ -97,6 +97,9 @@ func (m *Mesh) splice(peer string, local, far net.Conn, bc *batchConn) {
 		_ = tc.SetNoDelay(true)
 	}
 	s := &stream{peer: peer, a: local, b: far, batch: bc}
+	if sc, ok := local.(syscall.Conn); ok {
+		s.araw, _ = sc.SyscallConn()
+	}
 	done := m.track(peer, s)
 	defer done()
 	if _, ok := m.members.Load().byID[peer]; !ok { // cut between the check and track

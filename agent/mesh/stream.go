@@ -5,13 +5,15 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // copyBuf is the size of each direction's copy buffer: large enough that a
-// bulk all_reduce moves in few reads, small enough for many streams. 128
-// KiB rather than 256: a busy stream's agent RSS fell from ~611 to ~407
-// KiB (BenchmarkMeshStreamMemory, issue 41's ≤ 600) with no difference in
-// BenchmarkAllReduceThroughMesh that the shared 2-core machine could show.
+// bulk all_reduce moves in few reads. Borrowed only while bytes are there
+// (readLocal, copyGathered), so idle streams cost none of it. 256 KiB was
+// tried after the raw-syscall change: agents 1.72 CPU-s/GiB against 2.08
+// for 128, but the bare ends' 1.49 against 1.85 in the same two runs (the
+// load moved), so not told apart; 128 kept for the many-stream memory.
 const copyBuf = 128 << 10
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
@@ -19,8 +21,9 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
 // stream is a local connection and its far end, copied both ways.
 type stream struct {
 	peer      string
-	a, b      net.Conn   // a: the local side, b: the TLS stream
-	batch     *batchConn // under b
+	a, b      net.Conn        // a: the local side, b: the TLS stream
+	batch     *batchConn      // under b
+	araw      syscall.RawConn // a's socket (nil: not one; plain reads and writes)
 	closeOnce sync.Once
 }
 
@@ -54,14 +57,17 @@ type onlyReader struct{ io.Reader }
 type onlyWriter struct{ io.Writer }
 
 func (s *stream) pipe(dst, src net.Conn) {
-	bp := bufs.Get().(*[]byte)
 	var err error
-	if dst == s.b && s.batch != nil {
-		err = s.copyBatched(*bp)
-	} else {
+	switch {
+	case dst == s.b && s.batch != nil:
+		err = s.copyBatched()
+	case src == s.b && s.batch != nil:
+		err = s.copyGathered()
+	default:
+		bp := bufs.Get().(*[]byte)
 		_, err = io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
+		bufs.Put(bp)
 	}
-	bufs.Put(bp)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.close()
 		return
@@ -74,17 +80,42 @@ func (s *stream) pipe(dst, src net.Conn) {
 	s.close()
 }
 
+// readLocal reads the local side into a buffer from bufs, borrowed once
+// bytes are there (readRaw), so a stream waiting on its process holds
+// none (issue 41's ≤ 600 KiB a stream; a buffer held per direction was
+// 256 of a busy stream's ~410 KiB). bp is nil when nothing came.
+func (s *stream) readLocal() (bp *[]byte, n int, err error) {
+	if s.araw != nil {
+		return readRaw(s.araw, &bufs)
+	}
+	bp = bufs.Get().(*[]byte)
+	if n, err = s.a.Read(*bp); n == 0 {
+		bufs.Put(bp)
+		bp = nil
+	}
+	return bp, n, err
+}
+
+// writeLocal writes p to the local side.
+func (s *stream) writeLocal(p []byte) (int, error) {
+	if s.araw != nil {
+		return writeRaw(s.araw, p)
+	}
+	return s.a.Write(p)
+}
+
 // copyBatched copies the local side into the TLS stream, each read's
 // records written in one batch (batchConn).
-func (s *stream) copyBatched(buf []byte) error {
+func (s *stream) copyBatched() error {
 	for {
-		n, rerr := s.a.Read(buf)
+		bp, n, rerr := s.readLocal()
 		if n > 0 {
 			s.batch.begin()
-			_, werr := s.b.Write(buf[:n])
+			_, werr := s.b.Write((*bp)[:n])
 			if err := s.batch.end(); werr == nil {
 				werr = err
 			}
+			bufs.Put(bp)
 			if werr != nil {
 				return werr
 			}
@@ -94,6 +125,50 @@ func (s *stream) copyBatched(buf []byte) error {
 		}
 		if rerr != nil {
 			return rerr
+		}
+	}
+}
+
+// copyGathered copies the TLS stream into the local side. TLS is read in
+// no-wait mode (batchConn.noWait) while whole records are already there,
+// so one local write carries up to copyBuf bytes rather than one 16 KiB
+// record each; only when none is there does it wait for the socket
+// (batchConn.await), holding no buffer of its own meanwhile.
+func (s *stream) copyGathered() error {
+	for {
+		bp := bufs.Get().(*[]byte)
+		buf := *bp
+		n := 0
+		var rerr error
+		s.batch.noWait = true
+		for n < len(buf) {
+			m, err := s.b.Read(buf[n:])
+			n += m
+			if err != nil {
+				if !errors.Is(err, errWouldBlock) {
+					rerr = err
+				}
+				break
+			}
+		}
+		s.batch.noWait = false
+		if n > 0 {
+			_, err := s.writeLocal(buf[:n])
+			bufs.Put(bp)
+			if err != nil {
+				return err
+			}
+		} else {
+			bufs.Put(bp)
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+		if n == 0 {
+			s.batch.await()
 		}
 	}
 }

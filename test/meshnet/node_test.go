@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,6 +80,16 @@ func runNode(id string) int {
 	}
 	go m.ServePeers(peers)
 	go m.ServeLocal(ask)
+	// RVMESHNET_CPUPROFILE (a directory) writes this node's CPU profile
+	// there for its whole life: where a mesh's CPU per GiB goes (issue 41).
+	// Test-only: the agent itself has no such switch.
+	if dir := os.Getenv("RVMESHNET_CPUPROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, id+".pprof"))
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
 	fmt.Println("ASK", ask.Addr().String())
 	io.Copy(io.Discard, os.Stdin)
 	return 0
