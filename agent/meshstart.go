@@ -44,20 +44,8 @@ func (a *agent) startMesh(b *bundle.Bundle) (*mesh.Mesh, string) {
 		a.log.Warn("mesh off: cannot listen on loopback", "err", err)
 		return nil, ""
 	}
-	a.meshKick = make(chan chan struct{})
 	kick := a.meshKick
-	refresh := func(ctx context.Context) { // a heartbeat out of turn, and its answer
-		done := make(chan struct{})
-		select {
-		case kick <- done:
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-	}
+	refresh := func(ctx context.Context) { beatNow(ctx, kick) } // a heartbeat out of turn, and its answer
 	m := mesh.New(mesh.Config{Self: b.InstanceID, Cert: b.NodeCert, CA: b.CA, Local: local, MeshPort: b.MeshPort,
 		Refresh: refresh, Log: a.log})
 	go func() { a.log.Info("mesh stopped", "err", m.ServePeers(peers)) }()

@@ -37,15 +37,13 @@ func (a *agent) serve(b *bundle.Bundle, sigs chan os.Signal) int {
 		return 1
 	}
 	hc, portB := a.headClient(b)
+	// One channel asks the heartbeat loop for a beat now: the mesh's (a
+	// node it does not know yet) and Ray's (it exited: a drain?).
+	a.meshKick = make(chan chan struct{})
 	m, meshAddr := a.startMesh(b)
 	a.meshAddr = meshAddr
 	sup := supervise.New(supervise.Config{Log: a.log})
 	reports := raylife.NewReports(func(event, detail string) { a.report(hc, portB, b, event, detail) }, a.log)
-	// One channel asks the heartbeat loop for a beat now: the mesh's (a
-	// node it does not know yet) and Ray's (it exited: a drain?).
-	if a.meshKick == nil {
-		a.meshKick = make(chan chan struct{})
-	}
 	ray := raylife.New(raylife.Config{
 		Supervisor: sup,
 		Policy:     raylife.Policy(a.cfg.Restart),
