@@ -19,11 +19,7 @@ import (
 // arrives after the last byte.
 func TestMeshCarriesBulkExactly(t *testing.T) {
 	ca, _, _ := pki.NewCA(nil, "c", time.Now())
-	a := newNode(t, ca, "a", "127.0.21.1")
-	b := newNode(t, ca, "b", "127.0.21.2")
-	mm := members("v1", a.member(20000), b.member(20001))
-	a.m.Update(mm)
-	b.m.Update(mm)
+	a, _ := twoNodes(t, ca, "127.0.21.1", "127.0.21.2")
 	l, err := net.Listen("tcp", "127.0.21.2:0")
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,17 @@ func members(v string, ms ...wire.MeshMember) wire.MeshMembers {
 }
 
 // ask is the shim's question; it returns the answer line and the socket.
+// twoNodes starts members a (ipA, mesh port 20000) and b (ipB, 20001) of
+// one cluster, each knowing both.
+func twoNodes(t *testing.T, ca *pki.CA, ipA, ipB string) (a, b *node) {
+	t.Helper()
+	a, b = newNode(t, ca, "a", ipA), newNode(t, ca, "b", ipB)
+	mm := members("v1", a.member(20000), b.member(20001))
+	a.m.Update(mm)
+	b.m.Update(mm)
+	return a, b
+}
+
 func ask(t *testing.T, from *node, ip string, port int) (string, net.Conn) {
 	t.Helper()
 	c, err := net.Dial("tcp", from.ask)
@@ -130,11 +141,7 @@ func echo(t *testing.T, ip string) int {
 // there as EOF and the listener's last words and close come back.
 func TestMeshCarriesAStream(t *testing.T) {
 	ca, _, _ := pki.NewCA(nil, "c", time.Now())
-	a := newNode(t, ca, "a", "127.0.20.1")
-	b := newNode(t, ca, "b", "127.0.20.2")
-	mm := members("v1", a.member(20000), b.member(20001))
-	a.m.Update(mm)
-	b.m.Update(mm)
+	a, _ := twoNodes(t, ca, "127.0.20.1", "127.0.20.2")
 	port := echo(t, "127.0.20.2")
 
 	line, c := ask(t, a, "127.0.20.2", port)
@@ -196,11 +203,7 @@ func TestMeshAnswers(t *testing.T) {
 // cut.
 func TestMeshRefusesOutsiders(t *testing.T) {
 	ca, _, _ := pki.NewCA(nil, "c", time.Now())
-	a := newNode(t, ca, "a", "127.0.22.1")
-	b := newNode(t, ca, "b", "127.0.22.2")
-	mm := members("v1", a.member(20000), b.member(20001))
-	a.m.Update(mm)
-	b.m.Update(mm)
+	a, b := twoNodes(t, ca, "127.0.22.1", "127.0.22.2")
 	port := echo(t, "127.0.22.2")
 
 	// A stranger's plain TCP gets nothing back but a closed connection.
