@@ -81,11 +81,7 @@ func (b *batchConn) end() error {
 
 func (b *batchConn) flushLocked() {
 	if len(b.buf) > 0 && b.werr == nil {
-		if b.raw != nil {
-			_, b.werr = writeRaw(b.raw, b.buf)
-		} else {
-			_, b.werr = b.Conn.Write(b.buf)
-		}
+		_, b.werr = writeAll(b.raw, b.Conn, b.buf)
 	}
 	b.buf = b.buf[:0]
 }

@@ -91,3 +91,27 @@ func writeRaw(rc syscall.RawConn, p []byte) (int, error) {
 	}
 	return done, err
 }
+
+// readPooled reads c once into a buffer from pool: on its raw socket rc
+// when there is one (readRaw: the buffer borrowed only once bytes are
+// there), else by c's own Read. bp is nil when nothing came.
+func readPooled(rc syscall.RawConn, c io.Reader, pool *sync.Pool) (bp *[]byte, n int, err error) {
+	if rc != nil {
+		return readRaw(rc, pool)
+	}
+	bp = pool.Get().(*[]byte)
+	if n, err = c.Read(*bp); n <= 0 {
+		n = 0
+		pool.Put(bp)
+		bp = nil
+	}
+	return bp, n, err
+}
+
+// writeAll writes p to c, on its raw socket rc when there is one.
+func writeAll(rc syscall.RawConn, c io.Writer, p []byte) (int, error) {
+	if rc != nil {
+		return writeRaw(rc, p)
+	}
+	return c.Write(p)
+}

@@ -55,16 +55,7 @@ func (b *batchConn) Read(p []byte) (int, error) {
 // fill waits for the socket to be readable and only then borrows a buffer
 // and reads into it.
 func (b *batchConn) fill() error {
-	var bp *[]byte
-	var n int
-	var err error
-	if b.raw == nil {
-		bp = readBufs.Get().(*[]byte)
-		n, err = b.Conn.Read(*bp)
-	} else {
-		bp, n, err = readRaw(b.raw, &readBufs)
-	}
-	return b.took(bp, n, err)
+	return b.took(readPooled(b.raw, b.Conn, &readBufs))
 }
 
 // await waits until TLS has socket bytes to read (the stream's copy found
@@ -75,12 +66,9 @@ func (b *batchConn) await() {
 	}
 }
 
-// took keeps what a read brought, or gives the buffer back.
+// took keeps what a read brought (readPooled: bp is nil when nothing came).
 func (b *batchConn) took(bp *[]byte, n int, err error) error {
 	if n == 0 {
-		if bp != nil {
-			readBufs.Put(bp)
-		}
 		if err == nil {
 			err = errors.New("mesh: empty read")
 		}

@@ -85,24 +85,11 @@ func (s *stream) pipe(dst, src net.Conn) {
 // none (issue 41's ≤ 600 KiB a stream; a buffer held per direction was
 // 256 of a busy stream's ~410 KiB). bp is nil when nothing came.
 func (s *stream) readLocal() (bp *[]byte, n int, err error) {
-	if s.araw != nil {
-		return readRaw(s.araw, &bufs)
-	}
-	bp = bufs.Get().(*[]byte)
-	if n, err = s.a.Read(*bp); n == 0 {
-		bufs.Put(bp)
-		bp = nil
-	}
-	return bp, n, err
+	return readPooled(s.araw, s.a, &bufs)
 }
 
 // writeLocal writes p to the local side.
-func (s *stream) writeLocal(p []byte) (int, error) {
-	if s.araw != nil {
-		return writeRaw(s.araw, p)
-	}
-	return s.a.Write(p)
-}
+func (s *stream) writeLocal(p []byte) (int, error) { return writeAll(s.araw, s.a, p) }
 
 // copyBatched copies the local side into the TLS stream, each read's
 // records written in one batch (batchConn).
@@ -152,14 +139,13 @@ func (s *stream) copyGathered() error {
 			}
 		}
 		s.batch.noWait = false
+		var werr error
 		if n > 0 {
-			_, err := s.writeLocal(buf[:n])
-			bufs.Put(bp)
-			if err != nil {
-				return err
-			}
-		} else {
-			bufs.Put(bp)
+			_, werr = s.writeLocal(buf[:n])
+		}
+		bufs.Put(bp)
+		if werr != nil {
+			return werr
 		}
 		if rerr == io.EOF {
 			return nil
