@@ -42,8 +42,7 @@ const DefaultDrainDeadline = 2 * time.Minute
 
 // drainState is one node being drained.
 type drainState struct {
-	c        wire.Candidate
-	instance string // told through Config.Drains
+	c        wire.Candidate // its instance is told through Config.Drains
 	deadline time.Time
 	asked    bool // Ray was asked (startDrains); false: asked at the pass's end
 	failed   bool // Ray did not take the drain: end at the deadline
@@ -67,7 +66,7 @@ func (p *pass) endPlanned(c wire.Candidate, reason string) bool {
 	log := l.cfg.Log.With("candidate", c.CandidateID, "instance", c.InstanceID, "reason", reason)
 	d, ok := l.drains[c.CandidateID]
 	if !ok {
-		d = &drainState{c: c, instance: c.InstanceID, deadline: p.now.Add(l.cfg.DrainDeadline)}
+		d = &drainState{c: c, deadline: p.now.Add(l.cfg.DrainDeadline)}
 		// Never past the contract's own end: vast stops the rental then.
 		if e, ok := l.ends[c.CandidateID]; ok && e.After(p.now) && e.Before(d.deadline) {
 			d.deadline = e
@@ -140,7 +139,7 @@ func (p *pass) startDrains() {
 	})
 	for i, nd := range p.newDrains {
 		d := l.drains[nd.id]
-		log := l.cfg.Log.With("candidate", nd.id, "instance", d.instance, "reason", nd.reason)
+		log := l.cfg.Log.With("candidate", nd.id, "instance", d.c.InstanceID, "reason", nd.reason)
 		d.asked = true
 		switch err := errs[i]; {
 		case errors.Is(err, ErrNoRay):
@@ -157,7 +156,7 @@ func (p *pass) startDrains() {
 		default:
 			log.Info("reconcile: draining the node in Ray before its rental ends", "deadline", d.deadline)
 		}
-		l.cfg.Drains.set(d.instance, d.deadline, true) // the node hears it in its next heartbeat answer
+		l.cfg.Drains.set(d.c.InstanceID, d.deadline, true) // the node hears it in its next heartbeat answer
 	}
 	p.newDrains = nil
 }
@@ -175,7 +174,7 @@ func parallel(n int, f func(i int)) {
 // dropDrain forgets candidate id's drain, for the loop and port B.
 func (l *Loop) dropDrain(id string) {
 	if d, ok := l.drains[id]; ok {
-		l.cfg.Drains.set(d.instance, time.Time{}, false)
+		l.cfg.Drains.set(d.c.InstanceID, time.Time{}, false)
 		delete(l.drains, id)
 	}
 }
