@@ -151,17 +151,13 @@ func headProviderKind(ctx context.Context, c *adminclient.Client) string {
 	return ps.Kind
 }
 
-// builtinKind: a head with this provider kind rents itself, so its loop
-// drains at down.
-func builtinKind(kind string) bool { return kind == wire.ProviderDocker || kind == wire.ProviderVast }
-
 // drainWait is how long head down leaves enrolled nodes to the running
 // head's loop to drain in Ray: its drain deadline and a tick or two, when
 // the head has a loop (a built-in provider: rentals here, or the running
 // head's own kind with --state alone) and runs a Ray head in the state
 // dir; 0 otherwise or with --no-drain.
 func (t downTarget) drainWait(rentalsHere bool) time.Duration {
-	if t.noDrain || !rentalsHere && !builtinKind(t.headKind) {
+	if t.noDrain || !rentalsHere && !server.RentsItself(t.headKind) {
 		return 0
 	}
 	if st, ok, err := rayhead.ReadStatus(t.st.Dir); err != nil || !ok || st.State != rayhead.Running {

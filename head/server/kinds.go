@@ -91,6 +91,10 @@ var kinds = map[string]kind{
 	},
 }
 
+// RentsItself reports whether a head with provider kind kindName rents
+// its nodes itself (a built-in provider: its loop drains at head down).
+func RentsItself(kindName string) bool { return kinds[kindName].open != nil }
+
 // DownRentals opens what lists and ends the rentals of kind for head
 // down: nil with no built-in provider. closeRentals is never nil.
 func DownRentals(ctx context.Context, kindName string, pc *wire.ProviderConfig, o provider.Options) (rentals reconcile.Rentals, closeRentals func(), err error) {
